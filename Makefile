@@ -1,0 +1,28 @@
+# The two commands: `make demo` and `make test`. Both set up .venv on first use.
+PY := .venv/bin/python
+PIP := .venv/bin/pip
+STAMP := .venv/.installed
+
+.PHONY: demo test lint setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	# pip takes a CPU torch from local disk only when pinned; a bare `torch` may pull CUDA.
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	WANDB_MODE=offline .venv/bin/grpo-ablate demo
+
+test: $(STAMP)
+	.venv/bin/ruff check grpo_ablate tests scripts hydra_plugins 2>/dev/null || .venv/bin/ruff check grpo_ablate tests scripts
+	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q
+
+lint: $(STAMP)
+	.venv/bin/ruff check .
+
+clean:
+	rm -rf outputs .pytest_cache

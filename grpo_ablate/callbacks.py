@@ -1,0 +1,106 @@
+"""Trainer callbacks: per-step history, held-out evals (raw and EMA), the divergence guard,
+the review's monitoring rules, and fault-injection pacing. None of them consumes the
+training RNG, so turning one on never changes the training run."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from transformers import TrainerCallback
+
+from grpo_ablate.tricks import WeightEMA
+
+# Per-step keys kept in history.jsonl (TRL's names), when the trainer logs them.
+HISTORY_KEYS = (
+    "loss", "reward", "reward_std", "reward_unshaped", "kl", "entropy", "grad_norm",
+    "learning_rate", "completions/mean_length", "completions/clipped_ratio",
+    "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean",
+    "frac_reward_zero_std", "filter/frac_dropped", "num_tokens",
+)
+
+
+class HistoryCallback(TrainerCallback):
+    """Collects one row per logged optimizer step, plus eval rows."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "train_runtime" not in logs:
+            row = {"step": state.global_step}
+            row.update({k: float(logs[k]) for k in HISTORY_KEYS if k in logs})
+            self.rows.append(row)
+
+    def add_eval(self, step: int, prefix: str, metrics: dict[str, float]) -> None:
+        self.rows.append({"step": step, **{f"{prefix}{k}": v for k, v in metrics.items()}})
+
+
+class DivergenceGuard(TrainerCallback):
+    """Stops the run at the first non-finite loss or runaway KL; the run is then recorded
+    as `diverged` with its history up to that step."""
+
+    def __init__(self, kl_abort: float) -> None:
+        self.kl_abort = kl_abort
+        self.reason: str | None = None
+        self.step: int | None = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or self.reason:
+            return
+        loss, kl = logs.get("loss"), logs.get("kl")
+        if loss is not None and not math.isfinite(loss):
+            self.reason = f"non-finite loss ({loss}) at step {state.global_step}"
+        elif kl is not None and (not math.isfinite(kl) or kl > self.kl_abort):
+            self.reason = f"KL {kl:.3g} > guard.kl_abort={self.kl_abort} at step {state.global_step}"
+        if self.reason:
+            self.step = state.global_step
+            control.should_training_stop = True
+
+
+class EvalCallback(TrainerCallback):
+    """Held-out evals at the start, every `every_steps`, and at the end; for raw weights
+    and, when EMA is on, the averaged weights. EMA is updated after every optimizer step."""
+
+    def __init__(self, evaluate: Callable, history: HistoryCallback, every_steps: int,
+                 ema_decay: float | None, guard: DivergenceGuard) -> None:
+        self.evaluate, self.history, self.every = evaluate, history, every_steps
+        self.ema_decay, self.ema, self.guard = ema_decay, None, guard
+        self.evals: list[tuple[int, dict]] = []
+        self.ema_evals: list[tuple[int, dict]] = []
+
+    def _run(self, model, step: int) -> None:
+        metrics = self.evaluate(model)
+        self.evals.append((step, metrics))
+        self.history.add_eval(step, "eval/", metrics)
+        if self.ema is not None:
+            with self.ema.swapped_in(model):
+                ema_metrics = self.evaluate(model)
+            self.ema_evals.append((step, ema_metrics))
+            self.history.add_eval(step, "ema/eval/", ema_metrics)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.ema_decay is not None:
+            self.ema = WeightEMA(model, self.ema_decay)
+        self._run(model, 0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.ema is not None:
+            self.ema.update(model)
+        last = state.global_step >= state.max_steps
+        if self.every and state.global_step % self.every == 0 and not last and not self.guard.reason:
+            self._run(model, state.global_step)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        self._run(model, state.global_step)
+
+
+class PacingCallback(TrainerCallback):
+    """Fault injection: sleeps after each step so a test can kill a run mid-training."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_step_end(self, args, state, control, **kwargs):
+        time.sleep(self.seconds)

@@ -1,0 +1,363 @@
+"""Compose (Hydra) and validate a run config into a typed, hashed RunSpec.
+
+Everything a user can get wrong is checked here, before anything trains or is written:
+unknown keys (including `+key=` typos, which bypass Hydra's struct check), ranges, and
+TRL's own GRPOConfig checks. Errors are `UserError` with one line naming key, value and
+what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from grpo_ablate.errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = REPO_ROOT / "conf"
+SWEEPS_DIR = REPO_ROOT / "sweeps"
+
+OmegaConf.register_new_resolver("mul", lambda a, b: int(a) * int(b), replace=True)
+
+
+def register_sweeps() -> None:
+    """Expose sweeps/*.yaml as the Hydra group `sweep`, so `sweep=<name>` works from any
+    directory and a misspelt name fails with Hydra's list of options."""
+    store = ConfigStore.instance()
+    for path in sorted(SWEEPS_DIR.glob("*.yaml")):
+        store.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")
+
+
+register_sweeps()
+
+# ---------------------------------------------------------------------------- schema
+# Allowed keys per section; None marks a leaf. Values are checked by RULES below.
+_LEAF = None
+SCHEMA: dict[str, Any] = {
+    "seed": _LEAF, "sweep_name": _LEAF, "out_root": _LEAF, "sweep_dir": _LEAF,
+    "eval": {"every_steps": _LEAF, "sampled_k": _LEAF},
+    "guard": {"kl_abort": _LEAF, "min_accuracy_gain": _LEAF},
+    "faults": {"nan_loss_at_step": _LEAF, "kl_blowup_at_step": _LEAF,
+               "reward_raises_at_step": _LEAF, "sleep_per_step": _LEAF},
+    "recipe": {"name": _LEAF, "prompts_per_step": _LEAF},
+    "trainer": "GRPOConfig",
+    "hooks": {"reward_clip": {"low": _LEAF, "high": _LEAF}, "length_penalty": _LEAF,
+              "filter_low_reward": {"threshold": _LEAF, "start": _LEAF, "end": _LEAF},
+              "global_adv_norm": _LEAF, "ema": {"decay": _LEAF}},
+    "model": {"name": _LEAF, "path": _LEAF,
+              "arch": {"hidden_size": _LEAF, "intermediate_size": _LEAF, "num_layers": _LEAF,
+                       "num_heads": _LEAF},
+              "sft": {"seed": _LEAF, "steps": _LEAF, "lr": _LEAF, "batch_size": _LEAF}},
+    "task": {"name": _LEAF, "max_operand": _LEAF, "carry_bug_rate": _LEAF,
+             "eval_fraction": _LEAF, "split_seed": _LEAF, "data_file": _LEAF},
+    "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "verdict": _LEAF, "keys": _LEAF},
+    "logger": {"backend": _LEAF, "project": _LEAF, "entity": _LEAF, "mode": _LEAF, "dir": _LEAF},
+}
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _opt(pred: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda x: x is None or pred(x)
+
+
+def _unit(x: Any) -> bool:
+    return _num(x) and 0.0 <= x <= 1.0
+
+
+# key -> (predicate, what is allowed)
+RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "seed": (lambda x: _int(x) and x >= 0, "an integer >= 0"),
+    "trainer.beta": (lambda x: _num(x) and x >= 0, "a number >= 0"),
+    "trainer.num_generations": (lambda x: _int(x) and x >= 2, "an integer >= 2"),
+    "trainer.temperature": (lambda x: _num(x) and x > 0, "a number > 0"),
+    "trainer.top_p": (lambda x: _num(x) and 0 < x <= 1, "a number in (0, 1]"),
+    "trainer.max_grad_norm": (_opt(lambda x: _num(x) and x > 0), "a number > 0, or null for none"),
+    "trainer.learning_rate": (lambda x: _num(x) and x > 0, "a number > 0"),
+    "trainer.max_steps": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "trainer.num_iterations": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "trainer.epsilon": (lambda x: _num(x) and x > 0, "a number > 0"),
+    "trainer.entropy_coef": (lambda x: _num(x) and x >= 0, "a number >= 0"),
+    "trainer.max_completion_length": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "trainer.per_device_train_batch_size": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "recipe.prompts_per_step": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "hooks.length_penalty": (lambda x: _num(x) and x >= 0, "a number >= 0"),
+    "hooks.global_adv_norm": (lambda x: isinstance(x, bool), "true or false"),
+    "hooks.reward_clip.low": (_num, "a number below hooks.reward_clip.high"),
+    "hooks.reward_clip.high": (_num, "a number above hooks.reward_clip.low"),
+    "hooks.filter_low_reward.threshold": (_num, "a number"),
+    "hooks.filter_low_reward.start": (_unit, "a fraction of training in [0, 1]"),
+    "hooks.filter_low_reward.end": (_unit, "a fraction of training in [0, 1]"),
+    "hooks.ema.decay": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
+    "eval.every_steps": (lambda x: _int(x) and x >= 0, "an integer >= 0 (0: start and end only)"),
+    "eval.sampled_k": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "guard.kl_abort": (lambda x: _num(x) and x > 0, "a number > 0"),
+    "task.max_operand": (lambda x: _int(x) and 1 <= x <= 49, "an integer in [1, 49]"),
+    "task.carry_bug_rate": (_unit, "a probability in [0, 1]"),
+    "task.eval_fraction": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
+    "logger.backend": (lambda x: x in ("none", "wandb"), "one of: none, wandb"),
+    "logger.mode": (lambda x: x in ("offline", "online", "disabled"),
+                    "one of: offline, online, disabled"),
+}
+
+
+@cache
+def grpo_config_fields() -> frozenset[str]:
+    from trl import GRPOConfig
+
+    return frozenset(f.name for f in dataclasses.fields(GRPOConfig))
+
+
+def _fmt(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, str | dict | list) else str(value).lower() \
+        if isinstance(value, bool) or value is None else str(value)
+
+
+def _check_keys(node: Any, schema: Any, prefix: str) -> None:
+    if schema is _LEAF or not isinstance(node, dict):
+        return
+    allowed = grpo_config_fields() if schema == "GRPOConfig" else set(schema)
+    for key, value in node.items():
+        full = f"{prefix}{key}"
+        if key not in allowed:
+            close = difflib.get_close_matches(key, sorted(allowed), n=1)
+            hint = f"did you mean {prefix}{close[0]}?" if close else \
+                f"allowed under {prefix.rstrip('.') or 'the top level'}: " + (
+                    "any trl.GRPOConfig field" if schema == "GRPOConfig" else ", ".join(sorted(allowed)))
+            raise UserError(f"{full}={_fmt(value)}: unknown key; {hint}")
+        if schema != "GRPOConfig":
+            _check_keys(value, schema[key], f"{full}.")
+
+
+def _get(cfg: dict, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def validate(cfg: DictConfig | dict) -> RunSpec:
+    """Check a composed config; return the RunSpec it describes or raise UserError."""
+    if isinstance(cfg, DictConfig):
+        try:
+            data = OmegaConf.to_container(cfg, resolve=True)
+        except OmegaConfBaseException as exc:
+            raise UserError(one_line(exc)) from None
+    else:
+        data = cfg
+    data = {k: v for k, v in data.items() if k != "hydra"}
+    _check_keys(data, SCHEMA, "")
+    for key, (ok, allowed) in RULES.items():
+        value = _get(data, key)
+        if value is not _MISSING and not ok(value):
+            raise UserError(f"{key}={_fmt(value)}: must be {allowed}")
+    _check_relations(data)
+    _check_paths(data)
+    _check_with_trl(data)
+    return RunSpec(config=data, run_id=run_id(data))
+
+
+def _check_relations(data: dict) -> None:
+    tr, hooks = data["trainer"], data["hooks"]
+    gen_batch = tr["per_device_train_batch_size"] * (tr.get("steps_per_generation") or 1)
+    if gen_batch % tr["num_generations"]:
+        raise UserError(
+            f"trainer.per_device_train_batch_size={tr['per_device_train_batch_size']}: must be a "
+            f"multiple of trainer.num_generations={tr['num_generations']} (whole groups per batch)")
+    clip = hooks.get("reward_clip")
+    if clip is not None and not clip["low"] < clip["high"]:
+        raise UserError(f"hooks.reward_clip={_fmt(clip)}: must have low < high")
+    window = hooks.get("filter_low_reward")
+    if window is not None and not window["start"] < window["end"]:
+        raise UserError(f"hooks.filter_low_reward={_fmt(window)}: must have start < end, "
+                        "both fractions of training in [0, 1]")
+
+
+def _check_paths(data: dict) -> None:
+    path = data["model"].get("path")
+    if path is not None:
+        looks_local = str(path).startswith(("/", ".", "~")) or Path(path).exists()
+        if looks_local and not (Path(path).expanduser() / "config.json").is_file():
+            raise UserError(f"model.path={path}: no checkpoint there (no config.json); allowed: "
+                            "a local checkpoint directory, a hub id, or null for the tiny policy")
+    data_file = data["task"].get("data_file")
+    if data_file is not None:
+        from grpo_ablate.tasks.arithmetic import load_problems
+
+        try:
+            load_problems(data_file)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{exc}; allowed: a JSONL file of {{\"a\": int, \"b\": int}} rows") \
+                from None
+
+
+def _check_with_trl(data: dict) -> None:
+    """Let TRL's own GRPOConfig checks run on the trainer section."""
+    from trl import GRPOConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            GRPOConfig(**grpo_kwargs(data, output_dir=tmp))
+        except (ValueError, TypeError) as exc:
+            raise UserError(f"trainer: {one_line(exc)}") from None
+
+
+def grpo_kwargs(data: dict, output_dir: str) -> dict[str, Any]:
+    """The GRPOConfig arguments of a run: the trainer section plus bookkeeping that never
+    changes the computation (where to write, what to report, no progress bars)."""
+    kwargs = dict(data["trainer"])
+    kwargs.update(output_dir=output_dir, save_strategy="no", disable_tqdm=True,
+                  report_to=["wandb"] if data["logger"]["backend"] == "wandb" else [])
+    return kwargs
+
+
+# ---------------------------------------------------------------------------- identity
+# What does not change the computation, so it does not change the run's identity.
+_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "logger")
+
+
+def run_id(data: dict) -> str:
+    ident = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
+    ident["trick"] = {"id": data["trick"]["id"]}
+    ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"}
+    blob = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One fully resolved, validated run: what to train, and under which id to record it."""
+
+    config: dict[str, Any]
+    run_id: str
+
+    @property
+    def arm(self) -> str:
+        return self.config["trick"]["id"]
+
+    @property
+    def seed(self) -> int:
+        return self.config["seed"]
+
+    @property
+    def sweep_dir(self) -> Path:
+        return Path(self.config["sweep_dir"])
+
+    @property
+    def run_dir(self) -> Path:
+        return self.sweep_dir / "runs" / self.run_id
+
+
+# ---------------------------------------------------------------------------- composition
+def one_line(exc: BaseException) -> str:
+    """Hydra and OmegaConf errors span lines; a user gets one."""
+    text = str(exc)
+    text = re.sub(r"\s*\n\s*", "; ", text.strip())
+    text = re.sub(r"\s+", " ", text).replace(":;", ":")
+    return text.replace("In 'config': ", "")
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """Compose conf/ with command-line overrides, including the hydra node."""
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3",
+                                   job_name="grpo_ablate"):
+            return hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        raise UserError(_explain_compose_error(exc, overrides)) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _explain_compose_error(exc: BaseException, overrides: list[str]) -> str:
+    msg = one_line(exc)
+    m = re.search(r"Could not override '([^']+)'", msg)
+    if m:
+        key = m.group(1)
+        value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key), "?")
+        return f"{key}={value}: unknown key; {_suggest(key)}"
+    m = re.search(r"Could not find '(\w+)/([^']+)'; Available options in '\w+': (.*)", msg)
+    if m:
+        group, bad, opts = m.groups()
+        opts = opts.split("; Config search path")[0]
+        opts = ", ".join(o.strip() for o in opts.split(";") if o.strip())
+        return f"{group}={bad}: no such {group}; allowed: {opts}"
+    return msg
+
+
+def _suggest(key: str) -> str:
+    """A did-you-mean for a dotted key, from the schema (or GRPOConfig under trainer)."""
+    schema: Any = SCHEMA
+    prefix = ""
+    for part in key.split("."):
+        allowed = grpo_config_fields() if schema == "GRPOConfig" else \
+            (set(schema) if isinstance(schema, dict) else set())
+        if part not in allowed:
+            close = difflib.get_close_matches(part, sorted(allowed), n=1)
+            return f"did you mean {prefix}{close[0]}?" if close else \
+                "`grpo-ablate run --cfg job` lists every key"
+        schema = schema[part] if isinstance(schema, dict) else _LEAF
+        prefix += part + "."
+    return "`grpo-ablate run --cfg job` lists every key"
+
+
+def parse_overrides(overrides: list[str]) -> list:
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as exc:
+        raise UserError(one_line(exc)) from None
+
+
+def expand_jobs(overrides: list[str]) -> list[list[str]]:
+    """The job list Hydra's BasicSweeper will launch for these overrides: the sweep file's
+    `hydra.sweeper.params` first, command-line values winning, crossed in the same order."""
+    parsed = parse_overrides(overrides)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    cfg = compose(fixed)
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+    params_conf = [f"{k}={v}" for k, v in params.items()]
+    merged = parse_overrides(params_conf + list(overrides))
+    try:
+        return BasicSweeper.split_arguments(merged, None)[0]
+    except HydraException as exc:
+        raise UserError(one_line(exc)) from None
+
+
+def specs_for(overrides: list[str], multirun: bool) -> list[RunSpec]:
+    """Validate every run a command would launch, before anything is trained or written."""
+    jobs = expand_jobs(overrides) if multirun else [list(overrides)]
+    if not multirun and any(o.is_sweep_override() for o in parse_overrides(overrides)):
+        raise UserError(f"{' '.join(overrides)}: a sweep of values needs `grpo-ablate sweep`")
+    return [validate(compose(job)) for job in jobs]

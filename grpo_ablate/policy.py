@@ -1,0 +1,116 @@
+"""The embedded tiny policy: a real transformers causal LM with a character tokenizer,
+built from a config and SFT-trained locally, cached on disk by config hash.
+
+Real hub models skip all of this: `model.path` names a hub id or a local checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from filelock import FileLock
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from grpo_ablate.tasks.arithmetic import all_problems, sft_answer
+
+SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+CHARS = list("0123456789+=")
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + CHARS)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()  # join characters back without spaces
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+        unk_token="<unk>", padding_side="left",
+    )
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GRPO_ABLATE_CACHE", Path.home() / ".cache" / "grpo-ablate"))
+
+
+def policy_key(arch: dict[str, Any], sft: dict[str, Any], task: dict[str, Any]) -> str:
+    blob = json.dumps({"arch": arch, "sft": sft, "task": task, "v": 1}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _sft_batch(problems, rng, tokenizer, batch_size, carry_bug_rate):
+    texts = []
+    for _ in range(batch_size):
+        p = rng.choice(problems)
+        texts.append(p.prompt + str(sft_answer(p, rng, carry_bug_rate)))
+    ids = [tokenizer(t)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), tokenizer.pad_token_id)
+    labels = torch.full((len(ids), width), -100)
+    for i, (x, t) in enumerate(zip(ids, texts, strict=True)):
+        input_ids[i, : len(x)] = torch.tensor(x)
+        n_prompt = 1 + t.index("=") + 1  # bos + "a+b="
+        labels[i, n_prompt : len(x)] = torch.tensor(x[n_prompt:])  # learn the answer and eos only
+    return input_ids, labels
+
+
+def sft_train(arch: dict, sft: dict, task: dict, out_dir: Path) -> None:
+    """Teacher-forced SFT on generated demonstrations; deterministic for a given config."""
+    torch.manual_seed(sft["seed"])
+    rng = random.Random(sft["seed"])
+    tokenizer = build_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=arch["hidden_size"],
+        intermediate_size=arch["intermediate_size"], num_hidden_layers=arch["num_layers"],
+        num_attention_heads=arch["num_heads"], num_key_value_heads=arch["num_heads"],
+        max_position_embeddings=32, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config)
+    problems = all_problems(task["max_operand"])
+    opt = torch.optim.AdamW(model.parameters(), lr=sft["lr"], weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / sft["steps"])
+    model.train()
+    for _ in range(sft["steps"]):
+        input_ids, labels = _sft_batch(
+            problems, rng, tokenizer, sft["batch_size"], task["carry_bug_rate"]
+        )
+        loss = model(input_ids=input_ids, attention_mask=(input_ids != 0).long(), labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+
+
+def ensure_tiny_policy(arch: dict, sft: dict, task: dict) -> Path:
+    """Path of the cached SFT checkpoint for this config, training it once if missing.
+    A lock makes concurrent sweeps wait for one builder; the rename makes it atomic."""
+    key = policy_key(arch, sft, task)
+    root = cache_root() / "policies"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / key
+    if (final / "config.json").is_file():
+        return final
+    with FileLock(str(root / f"{key}.lock")):
+        if (final / "config.json").is_file():
+            return final
+        tmp = root / f".{key}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        sft_train(arch, sft, task, tmp)
+        os.replace(tmp, final)
+    return final

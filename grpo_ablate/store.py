@@ -1,0 +1,157 @@
+"""Run records: one per run at `<sweep dir>/runs/<run_id>/record.json`, with its per-step
+history in `history.jsonl` beside it.
+
+A record is written once, complete: history first, then the record (the commit marker),
+each through write-to-temp-then-rename. A content checksum lets readers reject a record
+that was truncated or edited by hand. A lock per run keeps two sweeps on the same folder
+from training the same run twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+STATUSES = ("completed", "diverged", "failed")
+RECORD_NAME, HISTORY_NAME = "record.json", "history.jsonl"
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    sweep: str
+    arm: str
+    seed: int
+    model: str
+    task: str
+    status: str
+    error: str | None
+    config: dict[str, Any]
+    metrics: dict[str, float]
+    stability: dict[str, float | None]
+    diagnostics: list[dict]
+    steps: int
+    wall_seconds: float
+    cost: dict[str, float]
+    versions: dict[str, str]
+    git_sha: str | None
+    checksum: str = field(default="")
+
+    def content_checksum(self) -> str:
+        body = {k: v for k, v in asdict(self).items() if k != "checksum"}
+        blob = json.dumps(_jsonable(body), sort_keys=True, allow_nan=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class CorruptRecord(ValueError):
+    """A record that fails its schema or checksum: reported by path and excluded."""
+
+
+def _jsonable(obj: Any) -> Any:
+    """NaN/inf are not JSON: store them as null so every record is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(run_dir: Path, record: RunRecord, history: list[dict]) -> Path:
+    record.checksum = record.content_checksum()
+    lines = "".join(json.dumps(_jsonable(row), allow_nan=False) + "\n" for row in history)
+    atomic_write_text(run_dir / HISTORY_NAME, lines)
+    body = json.dumps(_jsonable(asdict(record)), indent=1, sort_keys=True, allow_nan=False)
+    atomic_write_text(run_dir / RECORD_NAME, body + "\n")
+    return run_dir / RECORD_NAME
+
+
+def read_record(path: Path) -> RunRecord:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CorruptRecord(f"{path}: not readable JSON ({exc.__class__.__name__})") from None
+    names = {f.name for f in fields(RunRecord)}
+    if not isinstance(data, dict) or set(data) != names:
+        missing = sorted(names - set(data)) if isinstance(data, dict) else ["all"]
+        raise CorruptRecord(f"{path}: not a run record (fields missing or extra: {missing})")
+    record = RunRecord(**data)
+    if record.status not in STATUSES:
+        raise CorruptRecord(f"{path}: status {record.status!r} is not one of {STATUSES}")
+    if record.checksum != record.content_checksum():
+        raise CorruptRecord(f"{path}: checksum mismatch (truncated or edited by hand)")
+    return record
+
+
+def read_history(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / HISTORY_NAME
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def record_exists(run_dir: Path) -> bool:
+    """A valid record is there (a corrupt one does not count: the run is redone)."""
+    try:
+        read_record(Path(run_dir) / RECORD_NAME)
+        return True
+    except CorruptRecord:
+        return False
+
+
+def scan_records(sweep_dir: Path) -> tuple[list[RunRecord], list[str]]:
+    """All valid records under a sweep folder, and one warning per corrupt one."""
+    records, problems = [], []
+    for path in sorted(Path(sweep_dir).glob(f"runs/*/{RECORD_NAME}")):
+        try:
+            records.append(read_record(path))
+        except CorruptRecord as exc:
+            problems.append(str(exc))
+    return records, problems
+
+
+@contextmanager
+def run_lock(sweep_dir: Path, run_id: str):
+    """Yields True if this process holds the run's lock, False if another process does."""
+    lock_dir = Path(sweep_dir) / ".locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_dir / f"{run_id}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def clean_partials(run_dir: Path) -> None:
+    """Remove temp files a killed writer left behind (never a finished record)."""
+    for tmp in Path(run_dir).glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,160 @@
+"""The embedded task: two-operand addition with a graded reward.
+
+The SFT demonstrations carry a realistic systematic bug: on problems that need a carry,
+most demonstrations "forget the carry" (7+8=5). The SFT policy's greedy answer is then often
+wrong while the right answer stays in its support, which is the situation where GRPO can
+help (see shared/notes/VERIFIED-FACTS.md: GRPO sharpens, it cannot invent).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+MALFORMED_REWARD = -1.0  # no parseable number: the pathological outlier reward clipping targets
+
+
+@dataclass(frozen=True)
+class Problem:
+    a: int
+    b: int
+
+    @property
+    def prompt(self) -> str:
+        return f"{self.a}+{self.b}="
+
+    @property
+    def answer(self) -> int:
+        return self.a + self.b
+
+    @property
+    def needs_carry(self) -> bool:
+        return (self.a % 10) + (self.b % 10) >= 10
+
+
+def all_problems(max_operand: int) -> list[Problem]:
+    return [Problem(a, b) for a in range(max_operand + 1) for b in range(max_operand + 1)]
+
+
+def split_problems(
+    max_operand: int, eval_fraction: float, split_seed: int
+) -> tuple[list[Problem], list[Problem]]:
+    """Disjoint RL-train / held-out prompt sets. The split seed is fixed per task, not per
+    run, so every arm and every seed is evaluated on the same held-out prompts."""
+    problems = all_problems(max_operand)
+    random.Random(split_seed).shuffle(problems)
+    n_eval = int(round(len(problems) * eval_fraction))
+    return problems[n_eval:], problems[:n_eval]
+
+
+def load_problems(path: str | Path) -> list[Problem]:
+    """Read prompts from a JSONL file of {"a": int, "b": int} rows (fixture or user data)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"task.data_file={path}: no such file")
+    problems = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            problems.append(Problem(int(row["a"]), int(row["b"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"task.data_file={path}: line {lineno} is not a JSON object with integer 'a' and 'b'"
+            ) from exc
+    if not problems:
+        raise ValueError(f"task.data_file={path}: no problems in file")
+    return problems
+
+
+def sft_answer(problem: Problem, rng: random.Random, carry_bug_rate: float) -> int:
+    """One SFT demonstration's answer: correct, or with the forgotten-carry bug."""
+    if problem.needs_carry and rng.random() < carry_bug_rate:
+        return problem.answer - 10
+    return problem.answer
+
+
+def parse_answer(completion: str) -> int | None:
+    text = completion.strip()
+    if not text or not text.isdigit() or len(text) > 4:
+        return None
+    return int(text)
+
+
+def graded_reward(completion: str, answer: int) -> float:
+    """1 for the exact answer, partial credit in [0, 0.5) for near misses, -1 if malformed."""
+    pred = parse_answer(completion)
+    if pred is None:
+        return MALFORMED_REWARD
+    if pred == answer:
+        return 1.0
+    return 0.5 * max(0.0, 1.0 - abs(pred - answer) / 10.0)
+
+
+class ArithmeticTask:
+    """The task surface train.py uses: RL prompts, a TRL reward function, an evaluation."""
+
+    name = "arithmetic"
+
+    def __init__(self, cfg: dict) -> None:
+        self.cfg = cfg
+        train, held_out = split_problems(cfg["max_operand"], cfg["eval_fraction"], cfg["split_seed"])
+        if cfg.get("data_file"):
+            train = load_problems(cfg["data_file"])
+        self.train_problems, self.eval_problems = train, held_out
+
+    def policy_data_config(self) -> dict:
+        """What the embedded policy's SFT data depends on (part of its cache key)."""
+        return {"max_operand": self.cfg["max_operand"], "carry_bug_rate": self.cfg["carry_bug_rate"]}
+
+    def train_rows(self) -> list[dict]:
+        return [{"prompt": p.prompt, "answer": p.answer} for p in self.train_problems]
+
+    def reward(self, completions: list[str], answer: list[int], **_: object) -> list[float]:
+        return [graded_reward(c, a) for c, a in zip(completions, answer, strict=True)]
+
+    def evaluate(self, model, tokenizer, max_new_tokens: int, temperature: float,
+                 sampled_k: int, seed: int) -> dict[str, float]:
+        """Held-out greedy accuracy and reward, and sampled accuracy (avg@k at the training
+        temperature). Runs in a forked RNG so it never changes the training run."""
+        import torch
+
+        problems = self.eval_problems
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(seed)
+                greedy = _generate(model, tokenizer, problems, max_new_tokens, None)
+                try:
+                    sampled = _generate(model, tokenizer, problems * sampled_k, max_new_tokens,
+                                        temperature)
+                except RuntimeError:  # non-finite weights cannot be sampled from
+                    sampled = None
+        finally:
+            model.train(was_training)
+        rewards = [graded_reward(c, p.answer) for c, p in zip(greedy, problems, strict=True)]
+        out = {
+            "accuracy": sum(r == 1.0 for r in rewards) / len(rewards),
+            "reward_mean": sum(rewards) / len(rewards),
+        }
+        if sampled is None:
+            out["sampled_accuracy"] = float("nan")
+        else:
+            hits = [graded_reward(c, p.answer) == 1.0
+                    for c, p in zip(sampled, problems * sampled_k, strict=True)]
+            out["sampled_accuracy"] = sum(hits) / len(hits)
+        return out
+
+
+def _generate(model, tokenizer, problems, max_new_tokens, temperature) -> list[str]:
+    enc = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True,
+                    padding_side="left").to(model.device)
+    kwargs = dict(do_sample=False) if temperature is None else dict(
+        do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+    out = model.generate(**enc, max_new_tokens=max_new_tokens,
+                         pad_token_id=tokenizer.pad_token_id, **kwargs)
+    return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)

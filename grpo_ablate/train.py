@@ -1,0 +1,187 @@
+"""Train one run: TRL's GRPOTrainer (+ the hooks TRL lacks) -> callbacks -> held-out eval
+(raw, and EMA when on) -> a RunRecord. A run never raises: a bad run is a result
+(`diverged` or `failed`) with a complete record."""
+
+from __future__ import annotations
+
+import logging
+import math
+import platform
+import subprocess
+import tempfile
+import time
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from grpo_ablate import __version__
+from grpo_ablate.callbacks import DivergenceGuard, EvalCallback, HistoryCallback, PacingCallback
+from grpo_ablate.config import REPO_ROOT, RunSpec, grpo_kwargs
+from grpo_ablate.diagnostics import diagnose, length_growth
+from grpo_ablate.store import RunRecord
+from grpo_ablate.tasks import get_task
+from grpo_ablate.wandb_logger import finish_run, start_run
+
+log = logging.getLogger(__name__)
+
+
+def resolve_model_path(config: dict, task) -> str:
+    """A hub id or local checkpoint as given, or the cached embedded tiny policy."""
+    model = config["model"]
+    if model.get("path"):
+        return str(Path(model["path"]).expanduser()) if Path(model["path"]).expanduser().exists() \
+            else model["path"]
+    from grpo_ablate.policy import ensure_tiny_policy
+
+    return str(ensure_tiny_policy(model["arch"], model["sft"], task.policy_data_config()))
+
+
+def make_reward_function(task, faults: dict, cost: dict):
+    """The task's reward as a TRL reward function; also counts generation cost."""
+
+    def reward(prompts, completions, completion_ids, trainer_state=None, **kwargs):
+        at = faults.get("reward_raises_at_step")
+        if at is not None and trainer_state is not None and trainer_state.global_step >= at:
+            raise RuntimeError(f"injected fault: reward function raised at step "
+                               f"{trainer_state.global_step}")
+        cost["completions"] += len(completions)
+        cost["completion_tokens"] += sum(len(ids) for ids in completion_ids)
+        return task.reward(completions, **kwargs)
+
+    reward.__name__ = f"{task.name}_reward"
+    return reward
+
+
+def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: str,
+                  callbacks: list, cost: dict, report_to_wandb: bool):
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from grpo_ablate.trl_hooks import AblationGRPOTrainer
+
+    cfg = spec.config
+    kwargs = grpo_kwargs(cfg, output_dir)
+    kwargs["report_to"] = ["wandb"] if report_to_wandb else []
+    return AblationGRPOTrainer(
+        model=model_path,  # a path: TRL builds the frozen reference from the same checkpoint
+        reward_funcs=make_reward_function(task, cfg["faults"], cost),
+        args=GRPOConfig(**kwargs),
+        train_dataset=Dataset.from_list(task.train_rows()),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        hooks=cfg["hooks"],
+        faults=cfg["faults"],
+    )
+
+
+def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
+    cfg = spec.config
+    start = time.perf_counter()
+    history = HistoryCallback()
+    guard = DivergenceGuard(cfg["guard"]["kl_abort"])
+    cost = {"completions": 0, "completion_tokens": 0}
+    status, error, evals = "completed", None, None
+    steps = 0
+    wandb_run = start_run(cfg, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir))
+    try:
+        from transformers import AutoTokenizer
+
+        task = get_task(cfg["task"])
+        model_path = resolve_model_path(cfg, task)
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        tr = cfg["trainer"]
+
+        def evaluate(model):
+            return task.evaluate(model, tokenizer, tr["max_completion_length"], tr["temperature"],
+                                 cfg["eval"]["sampled_k"], seed=cfg["seed"])
+
+        ema = cfg["hooks"].get("ema")
+        evals = EvalCallback(evaluate, history, cfg["eval"]["every_steps"],
+                             ema["decay"] if ema else None, guard)
+        callbacks = [history, guard, evals]
+        if cfg["faults"].get("sleep_per_step"):
+            callbacks.append(PacingCallback(cfg["faults"]["sleep_per_step"]))
+        with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
+            trainer = build_trainer(spec, model_path, tokenizer, task, tmp, callbacks, cost,
+                                    wandb_run is not None)
+            from transformers.trainer_callback import PrinterCallback
+
+            trainer.remove_callback(PrinterCallback)  # the sweep shows its own progress
+            trainer.train()
+            steps = trainer.state.global_step
+        if guard.reason:
+            status, error = "diverged", guard.reason
+    except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        log.warning("run %s (%s seed %s) failed: %s", spec.run_id, spec.arm, spec.seed, error)
+    wall = time.perf_counter() - start
+    metrics = final_metrics(evals) if evals is not None and evals.evals and status != "failed" \
+        else {}
+    rows = history.rows
+    gain = metrics.get("eval/accuracy_gain")
+    record = RunRecord(
+        run_id=spec.run_id, sweep=cfg["sweep_name"], arm=spec.arm, seed=spec.seed,
+        model=cfg["model"]["name"], task=cfg["task"]["name"], status=status, error=error,
+        config=cfg, metrics=metrics, stability=stability(rows, evals),
+        diagnostics=diagnose(rows, cfg["trainer"]["max_steps"], gain,
+                             cfg["guard"]["min_accuracy_gain"]),
+        steps=steps, wall_seconds=round(wall, 3),
+        cost={**cost, "optimizer_steps": steps,
+              "completions_per_step": cfg["trainer"]["per_device_train_batch_size"]},
+        versions=versions(), git_sha=git_sha(),
+    )
+    finish_run(wandb_run, metrics, status)
+    return record, rows
+
+
+def final_metrics(evals: EvalCallback) -> dict[str, float]:
+    """eval/<name> from the last eval, the SFT start for reference, and ema/eval/<name>."""
+    (_, first), (_, last) = evals.evals[0], evals.evals[-1]
+    out = {f"eval/{k}": v for k, v in last.items()}
+    out.update({f"eval/start_{k}": v for k, v in first.items()})
+    out["eval/accuracy_gain"] = last["accuracy"] - first["accuracy"]
+    if evals.ema_evals:
+        out.update({f"ema/eval/{k}": v for k, v in evals.ema_evals[-1][1].items()})
+    return out
+
+
+def stability(rows: list[dict], evals: EvalCallback | None) -> dict[str, float | None]:
+    """The second study's per-run stability numbers, from the history."""
+
+    def series(key):
+        return [r[key] for r in rows if key in r and r[key] is not None and math.isfinite(r[key])]
+
+    kl, ent, gn, rew = (series(k) for k in ("kl", "entropy", "grad_norm", "reward"))
+    half = rew[len(rew) // 2:]
+    diffs = [b - a for a, b in zip(half, half[1:], strict=False)]
+    acc = [m["accuracy"] for _, m in evals.evals] if evals is not None else []
+    return {
+        "kl_final": kl[-1] if kl else None,
+        "kl_max": max(kl) if kl else None,
+        "entropy_ratio_final": ent[-1] / ent[0] if ent and ent[0] > 0 else None,
+        "length_growth": length_growth(rows),
+        "grad_norm_max": max(gn) if gn else None,
+        "reward_volatility": float(torch.tensor(diffs).std()) if len(diffs) > 1 else None,
+        "checkpoint_regret": max(acc) - acc[-1] if acc else None,
+    }
+
+
+@cache
+def versions() -> dict[str, str]:
+    import transformers
+    import trl
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "trl": trl.__version__,
+            "grpo_ablate": __version__}
+
+
+@cache
+def git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
