@@ -14,7 +14,6 @@ import os
 import sys
 import time
 import warnings
-from pathlib import Path
 
 from grpo_ablate.errors import UserError
 

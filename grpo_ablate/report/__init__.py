@@ -1,12 +1,81 @@
-"""Placeholder replaced by the statistics stage."""
+"""The report stage: report.md (read top to bottom), report.json (the contract in
+shared/DESIGN.md) and figures/*.png, from a sweep folder or a CSV."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
 import sys
-from grpo_ablate.store import scan_records
-def main(args):
-    recs, probs = scan_records(args[0])
-    by = {}
-    for r in recs:
-        by.setdefault(r.arm, []).append(r.metrics.get("eval/accuracy", float("nan")))
-    import statistics
-    for arm, v in sorted(by.items()):
-        print(f"{arm:28s} n={len(v)} acc={statistics.mean(v):.3f} ± {statistics.stdev(v) if len(v)>1 else 0:.3f}")
+from pathlib import Path
+
+from grpo_ablate.errors import UserError
+from grpo_ablate.report.markdown import render_markdown
+from grpo_ablate.stats.decide import Settings, analyse
+from grpo_ablate.stats.table import load_results
+from grpo_ablate.store import atomic_write_text
+
+SECONDARY = ["eval/reward_mean", "eval/sampled_accuracy", "ema/eval/accuracy"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, via UserError
+        raise UserError(f"report: {message}")
+
+
+def parse_args(args: list[str]) -> argparse.Namespace:
+    p = _Parser(prog="grpo-ablate report", add_help=True)
+    p.add_argument("path")
+    p.add_argument("--metric", default="eval/accuracy")
+    p.add_argument("--baseline", default="baseline")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--correction", choices=["holm", "bh"], default="holm")
+    p.add_argument("--min-effect", type=float, default=0.01,
+                   help="smallest effect worth knowing, in metric units (default 0.01)")
+    p.add_argument("--out", default=None, help="output folder (default: PATH, or beside a CSV)")
+    p.add_argument("--no-figures", action="store_true")
+    ns = p.parse_args(args)
+    if not 0 < ns.alpha < 1:
+        raise UserError(f"--alpha {ns.alpha}: must be in (0, 1)")
+    if not ns.min_effect > 0:
+        raise UserError(f"--min-effect {ns.min_effect}: must be > 0")
+    return ns
+
+
+def build_report(path: str | Path, settings: Settings) -> tuple[dict, list[str], object]:
+    df, warnings = load_results(path)
+    return analyse(df, settings, secondary=SECONDARY), warnings, df
+
+
+def _strict(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_strict(v) for v in obj]
+    return obj
+
+
+def main(args: list[str]) -> int:
+    ns = parse_args(args)
+    settings = Settings(metric=ns.metric, baseline=ns.baseline, alpha=ns.alpha,
+                        correction=ns.correction, min_effect=ns.min_effect)
+    report, warnings, df = build_report(ns.path, settings)
+    src = Path(ns.path)
+    out = Path(ns.out) if ns.out else (src if src.is_dir() else src.parent / f"{src.stem}-report")
+    for w in warnings:
+        print(f"warning: corrupt record excluded: {w}", file=sys.stderr)
+    report["warnings"] = warnings
+    figures = []
+    if not ns.no_figures:
+        from grpo_ablate.report.figures import write_figures
+
+        figures = write_figures(report, df, src if src.is_dir() else None, out / "figures")
+    md = render_markdown(report, figures)
+    atomic_write_text(out / "report.json", json.dumps(_strict(report), indent=1,
+                                                      allow_nan=False) + "\n")
+    atomic_write_text(out / "report.md", md)
+    print(md.split("\n## Stability")[0].rstrip())
+    print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
     return 0
