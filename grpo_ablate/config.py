@@ -237,6 +237,8 @@ def grpo_kwargs(data: dict, output_dir: str) -> dict[str, Any]:
     """The GRPOConfig arguments of a run: the trainer section plus bookkeeping that never
     changes the computation (where to write, what to report, no progress bars)."""
     kwargs = dict(data["trainer"])
+    if kwargs.get("max_grad_norm") is None:
+        kwargs["max_grad_norm"] = 0.0  # transformers' spelling of "no clipping"
     kwargs.update(output_dir=output_dir, save_strategy="no", disable_tqdm=True,
                   report_to=["wandb"] if data["logger"]["backend"] == "wandb" else [])
     return kwargs

@@ -115,10 +115,10 @@ def read_history(run_dir: Path) -> list[dict]:
 
 
 def record_exists(run_dir: Path) -> bool:
-    """A valid record is there (a corrupt one does not count: the run is redone)."""
+    """A final record is there: completed or diverged. A corrupt record or a failed run
+    (an exception, often transient) does not count: the run is redone."""
     try:
-        read_record(Path(run_dir) / RECORD_NAME)
-        return True
+        return read_record(Path(run_dir) / RECORD_NAME).status != "failed"
     except CorruptRecord:
         return False
 

@@ -100,12 +100,10 @@ def _mde_curve(report, st, path: Path) -> str:
 
 
 def _curves(sub: pd.DataFrame, sweep_dir: Path, path: Path) -> str:
+    from grpo_ablate.catalog import load_catalog
     from grpo_ablate.store import read_history
 
     families: dict[str, list[str]] = {}
-    for rec in (sub["run_id"].dropna().unique()):
-        pass
-    from grpo_ablate.catalog import load_catalog
 
     fam_of = {t["id"]: t["family"] for t in load_catalog()}
     arms = [a for a in dict.fromkeys(sub["arm"])]

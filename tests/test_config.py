@@ -1,0 +1,123 @@
+"""Composition and validation: the catalog, one variable per trick, bad input."""
+
+import pytest
+
+from grpo_ablate.catalog import load_catalog
+from grpo_ablate.config import CONF_DIR, compose, expand_jobs, specs_for, validate
+from grpo_ablate.errors import UserError
+
+CATALOG = ("no_kl kl_0.01 kl_0.1 reward_clip length_penalty grad_clip_0.5 grad_clip_2.0 no_grad_clip "
+           "lr_cosine lr_cosine_restarts ema entropy_bonus group_4 group_8 group_32 temp_0.6 temp_0.8 "
+           "temp_1.2 temp_1.5 filter_low_reward filter_low_reward_early global_adv_norm reuse_2x_clip "
+           "reuse_2x_no_clip").split()
+
+
+def flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def test_catalog_matches_design():
+    ids = {t["id"] for t in load_catalog()}
+    assert ids == set(CATALOG) | {"baseline"}
+    assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == ids
+
+
+@pytest.fixture(scope="module")
+def baseline_flat():
+    return flatten(specs_for([], multirun=False)[0].config)
+
+
+@pytest.mark.parametrize("trick", CATALOG)
+def test_trick_changes_exactly_its_declared_keys(trick, baseline_flat):
+    spec = specs_for([f"trick={trick}"], multirun=False)[0]
+    flat = flatten(spec.config)
+    declared = spec.config["trick"]["keys"]
+    assert declared, f"{trick} declares no keys"
+    changed = {k for k in set(flat) | set(baseline_flat)
+               if not k.startswith("trick.") and flat.get(k, "<absent>") != baseline_flat.get(k, "<absent>")}
+    # A key changes when itself or a child of it changed; the batch size follows G by design.
+    owner = {k: next((d for d in declared if k == d or k.startswith(d + ".")), None) for k in changed}
+    derived = {"trainer.per_device_train_batch_size"} if "trainer.num_generations" in declared else set()
+    assert {k for k, d in owner.items() if d is None} <= derived, owner
+    assert {d for d in owner.values() if d} == set(declared)
+    assert spec.arm == trick
+
+
+def test_group_size_keeps_prompts_per_step_fixed():
+    g4 = specs_for(["trick=group_4"], multirun=False)[0].config["trainer"]
+    g32 = specs_for(["trick=group_32"], multirun=False)[0].config["trainer"]
+    assert g4["per_device_train_batch_size"] // 4 == g32["per_device_train_batch_size"] // 32
+
+
+def test_baseline_sets_moving_trl_defaults_explicitly():
+    text = (CONF_DIR / "recipe" / "baseline.yaml").read_text()
+    for key in ("loss_type", "scale_rewards", "beta", "num_iterations", "epsilon",
+                "mask_truncated_completions", "top_p", "temperature", "max_grad_norm",
+                "lr_scheduler_type", "num_generations"):
+        assert f"  {key}:" in text, key
+
+
+def test_run_id_is_stable_and_seed_sensitive():
+    a = specs_for(["seed=1"], multirun=False)[0]
+    b = specs_for(["seed=1", "out_root=/elsewhere", "logger=wandb"], multirun=False)[0]
+    c = specs_for(["seed=2"], multirun=False)[0]
+    assert a.run_id == b.run_id != c.run_id
+    assert a.run_dir != b.run_dir
+
+
+def test_smoke_sweep_expands_like_hydra():
+    jobs = expand_jobs(["sweep=smoke"])
+    assert len(jobs) == 6
+    assert jobs[0] == ["trick=baseline", "seed=0", "sweep=smoke"]
+    jobs = expand_jobs(["sweep=smoke", "seed=5"])  # command line wins over the sweep file
+    assert len(jobs) == 3 and all("seed=5" in j for j in jobs)
+
+
+BAD = [
+    (["trick=nope"], "trick=nope: no such trick; allowed: baseline"),
+    (["model=nope"], "model=nope: no such model"),
+    (["task=nope"], "task=nope: no such task"),
+    (["logger=nope"], "logger=nope: no such logger"),
+    (["trainer.betaa=0.1"], "trainer.betaa=0.1: unknown key; did you mean trainer.beta?"),
+    (["+trainer.betaa=0.1"], "trainer.betaa=0.1: unknown key; did you mean trainer.beta?"),
+    (["+hooks.emaa=1"], "hooks.emaa=1: unknown key; did you mean hooks.ema?"),
+    (["trainer.beta=-0.1"], "trainer.beta=-0.1: must be a number >= 0"),
+    (["trainer.num_generations=1"], "trainer.num_generations=1: must be an integer >= 2"),
+    (["trainer.per_device_train_batch_size=50"], "must be a multiple of trainer.num_generations=16"),
+    (["trainer.temperature=0"], "trainer.temperature=0: must be a number > 0"),
+    (["trainer.top_p=1.5"], "trainer.top_p=1.5: must be a number in (0, 1]"),
+    (["trainer.max_grad_norm=0"], "trainer.max_grad_norm=0: must be a number > 0, or null"),
+    (["trainer.learning_rate=0"], "trainer.learning_rate=0: must be a number > 0"),
+    (["trick=filter_low_reward", "hooks.filter_low_reward.end=1.5"],
+     "hooks.filter_low_reward.end=1.5: must be a fraction of training in [0, 1]"),
+    (["model.path=/no/such/model"], "model.path=/no/such/model: no checkpoint there"),
+    (["task.data_file=/no/such.jsonl"], "task.data_file=/no/such.jsonl: no such file"),
+    (["task.data_file=tests/fixtures/arith_bad.jsonl"], "line 2 is not a JSON object"),
+    (["seed=-1"], "seed=-1: must be an integer >= 0"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD, ids=[" ".join(o) for o, _ in BAD])
+def test_bad_input_is_one_clear_line(overrides, message):
+    with pytest.raises(UserError) as err:
+        specs_for(overrides, multirun=False)
+    text = str(err.value)
+    assert message in text
+    assert "\n" not in text
+
+
+def test_bad_sweep_name():
+    with pytest.raises(UserError, match=r"sweep=nope: no such sweep; allowed: catalog, demo, smoke$"):
+        expand_jobs(["sweep=nope"])
+
+
+def test_validate_rejects_added_top_level_key():
+    cfg = compose(["+foo=1"])
+    with pytest.raises(UserError, match="foo=1: unknown key"):
+        validate(cfg)

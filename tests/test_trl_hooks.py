@@ -1,0 +1,129 @@
+"""The hooks on TRL's real GRPOTrainer: each trick changes what reaches the loss the way
+the review describes, and the internals they rely on have not moved."""
+
+import math
+import tempfile
+
+import pytest
+import torch
+import trl
+
+from grpo_ablate.config import specs_for
+from grpo_ablate.tasks import get_task
+from grpo_ablate.train import build_trainer
+from grpo_ablate.trl_hooks import TESTED_TRL, check_trl_compat
+
+pytestmark = pytest.mark.slow
+
+
+def test_trl_version_and_internals_are_the_tested_ones():
+    assert tuple(int(x) for x in trl.__version__.split(".")[:2]) == TESTED_TRL
+    check_trl_compat()
+
+
+def run_trainer(tiny_policy, overrides, steps=2):
+    """Train a few steps and return (trainer, outputs of every generate-and-score call)."""
+    (spec,) = specs_for([f"trainer.max_steps={steps}", "eval.every_steps=0", *overrides], False)
+    task = get_task(spec.config["task"])
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_policy)
+    cost = {"completions": 0, "completion_tokens": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = build_trainer(spec, tiny_policy, tok, task, tmp, [], cost, False)
+        outputs = []
+        original = trainer._generate_and_score_completions
+
+        def spy(inputs):  # records what the loss will see; changes nothing
+            out = original(inputs)
+            outputs.append({"out": out, "rewards": trainer._shaped_rewards.clone(),
+                            "step": trainer.state.global_step})
+            return out
+
+        trainer._generate_and_score_completions = spy
+        trainer.train()
+    return trainer, outputs
+
+
+def group_zscore(rewards, g):
+    r = rewards.view(-1, g)
+    return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).view(-1)
+
+
+def test_reward_clip_bounds_the_rewards_that_reach_the_advantage(tiny_policy):
+    _, outs = run_trainer(tiny_policy, ["hooks.reward_clip={low:0.0,high:0.5}"])
+    for o in outs:
+        assert o["rewards"].max() <= 0.5 and o["rewards"].min() >= 0.0
+        assert torch.allclose(o["out"]["advantages"], group_zscore(o["rewards"], 16), atol=1e-5)
+    _, base = run_trainer(tiny_policy, [])
+    assert base[0]["rewards"].max() == 1.0  # there was something to clip
+
+
+def test_length_penalty_lowers_rewards_by_normalised_length(tiny_policy):
+    _, plain = run_trainer(tiny_policy, [], steps=1)
+    _, pen = run_trainer(tiny_policy, ["hooks.length_penalty=0.2"], steps=1)
+    lengths = plain[0]["out"]["completion_mask"].sum(1).float()
+    # Same seed, same first batch: the penalty is exactly coef * length / max_length.
+    assert torch.allclose(pen[0]["rewards"], plain[0]["rewards"] - 0.2 * lengths / 4, atol=1e-6)
+
+
+def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
+    trainer, outs = run_trainer(
+        tiny_policy, ["trick=filter_low_reward_early", "hooks.filter_low_reward.end=0.5"], steps=4)
+    for o in outs:
+        mask = o["out"]["completion_mask"]
+        kept = mask.sum(1) > 0
+        if o["step"] < 2:  # steps 0-1 of 4: inside the first half
+            assert torch.equal(kept, o["rewards"] >= 0.25)
+            assert int(o["out"]["num_items_in_batch"]) == int(mask.sum())
+        else:
+            assert bool(kept.all())
+    assert any((o["rewards"] < 0.25).any() for o in outs if o["step"] < 2)
+    dropped = trainer.state.log_history
+    assert any(h.get("filter/frac_dropped", 0) > 0 for h in dropped)
+
+
+def test_global_adv_norm_restandardises_after_group_zscore(tiny_policy):
+    _, outs = run_trainer(tiny_policy, ["trick=global_adv_norm"])
+    for o in outs:
+        adv = o["out"]["advantages"]
+        assert abs(adv.mean().item()) < 1e-5 and abs(adv.std().item() - 1) < 1e-2
+        z = group_zscore(o["rewards"], 16)
+        assert torch.allclose(adv, (z - z.mean()) / (z.std() + 1e-4), atol=1e-5)
+
+
+def test_no_kl_loads_no_reference_and_logs_no_kl(tiny_policy):
+    trainer, _ = run_trainer(tiny_policy, ["trick=no_kl"], steps=1)
+    assert trainer.beta == 0.0 and trainer.ref_model is None
+    assert all("kl" not in h for h in trainer.state.log_history)
+    trainer, _ = run_trainer(tiny_policy, ["trick=kl_0.1"], steps=1)
+    assert trainer.beta == 0.1 and trainer.ref_model is not None
+
+
+@pytest.mark.parametrize("trick,attr,expected", [
+    ("grad_clip_0.5", "max_grad_norm", 0.5), ("no_grad_clip", "max_grad_norm", 0.0),
+    ("entropy_bonus", "entropy_coef", 0.01), ("temp_0.6", "temperature", 0.6),
+    ("group_8", "num_generations", 8), ("reuse_2x_clip", "num_iterations", 2),
+    ("lr_cosine", "lr_scheduler_type", "cosine"),
+])
+def test_native_tricks_reach_trl(tiny_policy, trick, attr, expected):
+    trainer, outs = run_trainer(tiny_policy, [f"trick={trick}"], steps=1)
+    value = getattr(trainer.args, attr)
+    assert (value.value if hasattr(value, "value") else value) == expected
+    if trick == "group_8":
+        assert outs[0]["out"]["advantages"].numel() == 4 * 8  # prompts per step fixed
+
+
+def test_epsilon_clip_is_inert_without_reuse_and_acts_with_it(tiny_policy):
+    once, _ = run_trainer(tiny_policy, ["trainer.epsilon=0.01", "trainer.epsilon_high=0.01"], steps=2)
+    assert all(h.get("clip_ratio/region_mean", 0) == 0 for h in once.state.log_history)
+    reused, _ = run_trainer(tiny_policy, ["trick=reuse_2x_clip", "trainer.epsilon=0.01",
+                                          "trainer.epsilon_high=0.01", "trainer.learning_rate=1e-3"],
+                            steps=4)
+    assert any(h.get("clip_ratio/region_mean", 0) > 0 for h in reused.state.log_history)
+
+
+def test_cosine_schedule_decays_the_lr(tiny_policy):
+    trainer, _ = run_trainer(tiny_policy, ["trick=lr_cosine"], steps=4)
+    lrs = [h["learning_rate"] for h in trainer.state.log_history if "learning_rate" in h]
+    assert lrs[0] > lrs[-1] and not math.isclose(lrs[0], lrs[-1])
