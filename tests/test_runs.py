@@ -1,0 +1,88 @@
+"""End-to-end runs of the tiny policy: fidelity to bare TRL, determinism, EMA isolation,
+divergence and failure as results."""
+
+import tempfile
+
+import pytest
+
+from grpo_ablate.config import grpo_kwargs, specs_for
+from grpo_ablate.tasks import get_task
+from grpo_ablate.train import train_one
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["trainer.max_steps=6", "eval.every_steps=3"]
+
+
+def spec(*overrides):
+    return specs_for([*SHORT, *overrides], multirun=False)[0]
+
+
+def losses_and_rewards(rows):
+    return [(r["step"], r.get("loss"), r.get("reward")) for r in rows if "loss" in r]
+
+
+def test_baseline_matches_bare_trl_step_for_step(tiny_policy):
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    s = spec("eval.every_steps=2")
+    record, rows = train_one(s)
+    task = get_task(s.config["task"])
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = GRPOTrainer(model=tiny_policy, reward_funcs=task.reward,
+                           args=GRPOConfig(**grpo_kwargs(s.config, tmp)),
+                           train_dataset=Dataset.from_list(task.train_rows()),
+                           processing_class=AutoTokenizer.from_pretrained(tiny_policy))
+        bare.train()
+    theirs = [(h["step"], h["loss"], h["reward"]) for h in bare.state.log_history if "loss" in h]
+    assert record.status == "completed"
+    assert losses_and_rewards(rows) == theirs
+
+
+def test_same_seed_same_record_and_other_seed_differs(tiny_policy):
+    a, rows_a = train_one(spec("seed=3"))
+    b, rows_b = train_one(spec("seed=3"))
+    c, rows_c = train_one(spec("seed=4"))
+    assert a.metrics == b.metrics and a.stability == b.stability
+    assert losses_and_rewards(rows_a) == losses_and_rewards(rows_b)
+    assert losses_and_rewards(rows_a) != losses_and_rewards(rows_c)
+
+
+def test_ema_evaluation_does_not_change_training(tiny_policy):
+    plain, rows_plain = train_one(spec())
+    ema, rows_ema = train_one(spec("trick=ema"))
+    assert losses_and_rewards(rows_plain) == losses_and_rewards(rows_ema)
+    assert "ema/eval/accuracy" in ema.metrics and "ema/eval/accuracy" not in plain.metrics
+    assert any("ema/eval/accuracy" in r for r in rows_ema)
+
+
+def test_record_has_contract_fields_history_and_cost(tiny_policy):
+    rec, rows = train_one(spec("trick=group_32"))
+    base, _ = train_one(spec())
+    for key in ("eval/accuracy", "eval/reward_mean", "eval/sampled_accuracy", "eval/start_accuracy"):
+        assert key in rec.metrics
+    for key in ("kl_final", "kl_max", "entropy_ratio_final", "length_growth", "grad_norm_max",
+                "reward_volatility", "checkpoint_regret"):
+        assert key in rec.stability
+    assert {"kl", "entropy", "completions/mean_length", "reward", "grad_norm", "learning_rate"} \
+        <= set().union(*rows)
+    assert rec.cost["completions"] == 2 * base.cost["completions"]  # G=32 vs 16, same prompts
+    assert rec.steps == base.steps == 6
+
+
+@pytest.mark.parametrize("fault,reason", [("faults.nan_loss_at_step=3", "non-finite loss"),
+                                          ("faults.kl_blowup_at_step=3", "KL")])
+def test_divergence_stops_the_run_with_a_complete_record(tiny_policy, fault, reason):
+    rec, rows = train_one(spec(fault))
+    assert rec.status == "diverged" and reason in rec.error
+    assert rec.steps == 3
+    assert max(r["step"] for r in rows) == 3
+    assert "eval/accuracy" in rec.metrics
+
+
+def test_exception_in_reward_is_a_failed_record(tiny_policy):
+    rec, rows = train_one(spec("faults.reward_raises_at_step=2"))
+    assert rec.status == "failed" and "injected fault" in rec.error
+    assert rec.metrics == {}
