@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # Library deprecation chatter (transformers' renamed fields) is not for our users.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
     try:
         return COMMANDS[cmd](rest)
     except UserError as exc:
