@@ -46,7 +46,7 @@ def verdict(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, alp
 
 
 def compare(arm_rows: pd.DataFrame, base_rows: pd.DataFrame, metric: str,
-            min_effect: float) -> Comparison:
+            min_effect: float, robust: bool = True) -> Comparison:
     """Paired when both arms have the same seeds once each (the matched design), else
     Welch with a note naming the unmatched seeds: nothing is dropped silently."""
     a = arm_rows.set_index("seed")[metric]
@@ -60,12 +60,13 @@ def compare(arm_rows: pd.DataFrame, base_rows: pd.DataFrame, metric: str,
     matched = a.index.is_unique and b.index.is_unique and set(a.index) == set(b.index)
     if matched:
         seeds = sorted(a.index)
-        out = paired_compare(a.loc[seeds].to_numpy(), b.loc[seeds].to_numpy(), min_effect)
+        out = paired_compare(a.loc[seeds].to_numpy(), b.loc[seeds].to_numpy(), min_effect,
+                             robust=robust)
     else:
         only_a, only_b = sorted(set(a.index) - set(b.index)), sorted(set(b.index) - set(a.index))
         notes.append(f"seeds not matched (arm only: {only_a}, baseline only: {only_b}): "
                      "Welch's t-test on all runs")
-        out = welch_compare(a.to_numpy(), b.to_numpy(), min_effect)
+        out = welch_compare(a.to_numpy(), b.to_numpy(), min_effect, robust=robust)
     out.notes = notes + out.notes
     return out
 
@@ -78,8 +79,10 @@ def _clean(x):
     return x
 
 
-def analyse_metric(sub: pd.DataFrame, s: Settings, metric: str, correction: str) -> dict:
-    """One stratum, one metric: baseline summary and one entry per arm."""
+def analyse_metric(sub: pd.DataFrame, s: Settings, metric: str, correction: str,
+                   full: bool = True) -> dict:
+    """One stratum, one metric: baseline summary and one entry per arm. `full` adds the
+    robustness columns and power (the primary metric); secondary metrics skip them."""
     if metric not in sub.columns:
         raise UserError(f"--metric {metric}: no run has it; available: "
                         + ", ".join(c for c in sub.columns if "/" in c and
@@ -90,13 +93,13 @@ def analyse_metric(sub: pd.DataFrame, s: Settings, metric: str, correction: str)
     entries, comps = [], []
     for arm in arms:
         rows = usable[usable["arm"] == arm]
-        comps.append(compare(rows, base, metric, s.min_effect))
+        comps.append(compare(rows, base, metric, s.min_effect, robust=full))
     k = max(1, sum(not math.isnan(c.p_value) for c in comps))
     p_adj = adjust([c.p_value for c in comps], correction)
     for arm, c, pa in zip(arms, comps, p_adj, strict=True):
         all_rows = sub[sub["arm"] == arm]
         v = verdict(pa, c.ci_low, c.ci_high, c.tost_p, s.alpha, s.min_effect)
-        needed = seeds_needed(c.test, c.sd, s.min_effect, s.alpha / k)
+        needed = seeds_needed(c.test, c.sd, s.min_effect, s.alpha / k) if full else None
         vals = usable[usable["arm"] == arm][metric].dropna()
         entry = {
             "arm": arm, "n": int(len(vals)), "mean": vals.mean() if len(vals) else None,
@@ -104,7 +107,7 @@ def analyse_metric(sub: pd.DataFrame, s: Settings, metric: str, correction: str)
             "ci_low": c.ci_low, "ci_high": c.ci_high, "test": c.test, "p_value": c.p_value,
             "p_adjusted": pa, "effect_size": c.effect_size, "tost_p": c.tost_p,
             "seed_correlation": c.correlation,
-            "mde": mde(c.test, c.sd, c.n, s.alpha / k), "seeds_needed": needed,
+            "mde": mde(c.test, c.sd, c.n, s.alpha / k) if full else None, "seeds_needed": needed,
             "more_seeds_needed": (max(0, needed - c.n) if needed is not None else None)
             if v == "inconclusive" else 0,
             "robust_p": c.robust_p, "permutation_p": c.permutation_p,
@@ -173,10 +176,10 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
         stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                    "arms": primary["arms"], "comparisons": primary["k"]}
         stratum["secondary"] = {
-            m: analyse_metric(sub, s, m, s.secondary_correction)["arms"]
+            m: analyse_metric(sub, s, m, s.secondary_correction, full=False)["arms"]
             for m in (secondary or []) if m in sub.columns and m != s.metric}
         stratum["stability"] = {
-            m: analyse_metric(sub, s, f"stability/{m}", s.secondary_correction)["arms"]
+            m: analyse_metric(sub, s, f"stability/{m}", s.secondary_correction, full=False)["arms"]
             for m in STABILITY_METRICS if f"stability/{m}" in sub.columns
             and sub[f"stability/{m}"].notna().any()}
         stratum["single_run_illusion"] = single_run_illusion(sub, primary["arms"], s)
