@@ -27,6 +27,7 @@ def main() -> None:
     import transformers
     from datasets import Dataset
     from transformers import AutoTokenizer
+    from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_ablate.config import grpo_kwargs, specs_for
@@ -46,6 +47,7 @@ def main() -> None:
             t = GRPOTrainer(model=path, reward_funcs=task.reward,
                             args=GRPOConfig(**grpo_kwargs(spec.config, tmp)),
                             train_dataset=Dataset.from_list(task.train_rows()), processing_class=tok)
+            t.remove_callback(PrinterCallback)  # train_one does the same: no per-step printing
             t.train()
             return time.perf_counter() - t0
 
