@@ -44,7 +44,6 @@ class DivergenceGuard(TrainerCallback):
     def __init__(self, kl_abort: float) -> None:
         self.kl_abort = kl_abort
         self.reason: str | None = None
-        self.step: int | None = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or self.reason:
@@ -55,7 +54,6 @@ class DivergenceGuard(TrainerCallback):
         elif kl is not None and (not math.isfinite(kl) or kl > self.kl_abort):
             self.reason = f"KL {kl:.3g} > guard.kl_abort={self.kl_abort} at step {state.global_step}"
         if self.reason:
-            self.step = state.global_step
             control.should_training_stop = True
 
 

@@ -26,7 +26,6 @@ HYDRA_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-
 def _quiet_libraries() -> None:
     os.environ.setdefault("WANDB_SILENT", "true")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    warnings.filterwarnings("ignore")
     import datasets
     import transformers
 

@@ -135,8 +135,8 @@ def grpo_config_fields() -> frozenset[str]:
 
 
 def _fmt(value: Any) -> str:
-    return json.dumps(value) if isinstance(value, str | dict | list) else str(value).lower() \
-        if isinstance(value, bool) or value is None else str(value)
+    """A value as the user would type it back: JSON spelling (null, true, "text")."""
+    return json.dumps(value)
 
 
 def _check_keys(node: Any, schema: Any, prefix: str) -> None:

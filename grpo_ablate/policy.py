@@ -86,7 +86,8 @@ def sft_train(arch: dict, sft: dict, task: dict, out_dir: Path) -> None:
         input_ids, labels = _sft_batch(
             problems, rng, tokenizer, sft["batch_size"], task["carry_bug_rate"]
         )
-        loss = model(input_ids=input_ids, attention_mask=(input_ids != 0).long(), labels=labels).loss
+        mask = (input_ids != tokenizer.pad_token_id).long()
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -48,7 +48,7 @@ class RunRecord:
 
     def content_checksum(self) -> str:
         body = {k: v for k, v in asdict(self).items() if k != "checksum"}
-        blob = json.dumps(_jsonable(body), sort_keys=True, allow_nan=False)
+        blob = json.dumps(jsonable(body), sort_keys=True, allow_nan=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -56,14 +56,14 @@ class CorruptRecord(ValueError):
     """A record that fails its schema or checksum: reported by path and excluded."""
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     """NaN/inf are not JSON: store them as null so every record is strict JSON."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
+        return {k: jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     return obj
 
 
@@ -83,9 +83,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def write_record(run_dir: Path, record: RunRecord, history: list[dict]) -> Path:
     record.checksum = record.content_checksum()
-    lines = "".join(json.dumps(_jsonable(row), allow_nan=False) + "\n" for row in history)
+    lines = "".join(json.dumps(jsonable(row), allow_nan=False) + "\n" for row in history)
     atomic_write_text(run_dir / HISTORY_NAME, lines)
-    body = json.dumps(_jsonable(asdict(record)), indent=1, sort_keys=True, allow_nan=False)
+    body = json.dumps(jsonable(asdict(record)), indent=1, sort_keys=True, allow_nan=False)
     atomic_write_text(run_dir / RECORD_NAME, body + "\n")
     return run_dir / RECORD_NAME
 

@@ -30,8 +30,8 @@ def resolve_model_path(config: dict, task) -> str:
     """A hub id or local checkpoint as given, or the cached embedded tiny policy."""
     model = config["model"]
     if model.get("path"):
-        return str(Path(model["path"]).expanduser()) if Path(model["path"]).expanduser().exists() \
-            else model["path"]
+        local = Path(model["path"]).expanduser()
+        return str(local) if local.exists() else model["path"]
     from grpo_ablate.policy import ensure_tiny_policy
 
     return str(ensure_tiny_policy(model["arch"], model["sft"], task.policy_data_config()))

@@ -64,12 +64,8 @@ class AblationGRPOTrainer(GRPOTrainer):
                                device=rewards_per_func.device)
         lengths = gather(lengths)  # rewards are gathered across processes; match them
         if hooks.get("reward_clip") is not None or hooks.get("length_penalty"):
-            shaped = shape_rewards(rewards_per_func, lengths[:, None], hooks.get("reward_clip"),
-                                   0.0, self.max_completion_length)
-            # The length penalty is a cost charged once, on the first reward column.
-            shaped[:, 0] = shape_rewards(shaped[:, 0], lengths, None,
-                                         hooks.get("length_penalty") or 0.0,
-                                         self.max_completion_length)
+            shaped = shape_rewards(rewards_per_func, lengths, hooks.get("reward_clip"),
+                                   hooks.get("length_penalty") or 0.0, self.max_completion_length)
             raw = (rewards_per_func * self.reward_weights.to(rewards_per_func.device)).nansum(1)
             self._metrics[mode]["reward_unshaped"].append(torch.nanmean(raw).item())
             rewards_per_func = shaped

@@ -30,6 +30,11 @@ def test_shape_rewards_clips_then_penalises():
     out = shape_rewards(r, torch.tensor([4, 2]), {"low": -0.5, "high": 1.0}, 0.2, 4)
     assert torch.allclose(out, torch.tensor([-0.7, 0.9]))
     assert torch.equal(shape_rewards(r, torch.tensor([4, 2]), None, 0.0, 4), r)
+    # TRL's (completions x reward functions) matrix: every column clipped, penalty once.
+    cols = torch.tensor([[-1.0, 2.0], [1.0, -3.0]])
+    out = shape_rewards(cols, torch.tensor([4, 2]), {"low": -0.5, "high": 1.0}, 0.2, 4)
+    assert torch.allclose(out, torch.tensor([[-0.7, 1.0], [0.9, -0.5]]))
+    assert cols[0, 0] == -1.0  # the input is not modified
 
 
 def test_global_adv_norm_standardises_over_batch():

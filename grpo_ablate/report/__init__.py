@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from grpo_ablate.errors import UserError
 from grpo_ablate.report.markdown import render_markdown
 from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.table import load_results
-from grpo_ablate.store import atomic_write_text
+from grpo_ablate.store import atomic_write_text, jsonable
 
 SECONDARY = ["eval/reward_mean", "eval/sampled_accuracy", "ema/eval/accuracy"]
 
@@ -47,16 +46,6 @@ def build_report(path: str | Path, settings: Settings) -> tuple[dict, list[str],
     return analyse(df, settings, secondary=SECONDARY), warnings, df
 
 
-def _strict(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _strict(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_strict(v) for v in obj]
-    return obj
-
-
 def main(args: list[str]) -> int:
     ns = parse_args(args)
     settings = Settings(metric=ns.metric, baseline=ns.baseline, alpha=ns.alpha,
@@ -73,7 +62,7 @@ def main(args: list[str]) -> int:
 
         figures = write_figures(report, df, src if src.is_dir() else None, out / "figures")
     md = render_markdown(report, figures)
-    atomic_write_text(out / "report.json", json.dumps(_strict(report), indent=1,
+    atomic_write_text(out / "report.json", json.dumps(jsonable(report), indent=1,
                                                       allow_nan=False) + "\n")
     atomic_write_text(out / "report.md", md)
     print(md.split("\n## Stability")[0].rstrip())

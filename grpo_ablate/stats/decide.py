@@ -140,9 +140,7 @@ def single_run_illusion(sub: pd.DataFrame, arms: list[dict], s: Settings) -> dic
                 continue
             calls.append("improves" if d >= s.min_effect else "harms" if d <= -s.min_effect
                          else "negligible")
-        disagree = sum(c != entry["verdict"] and c != "negligible" or
-                       (c == "negligible" and entry["verdict"] in ("improves", "harms"))
-                       for c in calls)
+        disagree = sum(_disagrees(c, entry["verdict"]) for c in calls)
         single_improves += sum(c == "improves" for c in calls)
         unconfirmed += sum(c == "improves" for c in calls) if entry["verdict"] != "improves" else 0
         per_arm[entry["arm"]] = {"single_runs": len(calls),
@@ -150,6 +148,14 @@ def single_run_illusion(sub: pd.DataFrame, arms: list[dict], s: Settings) -> dic
     return {"per_arm": per_arm, "single_run_improves": single_improves,
             "unconfirmed_improves": unconfirmed,
             "unconfirmed_fraction": unconfirmed / single_improves if single_improves else None}
+
+
+def _disagrees(single_call: str, verdict: str) -> bool:
+    """A single seed disagrees when it claims a direction the verdict does not confirm, or
+    calls it negligible where the verdict found a direction."""
+    if single_call == "negligible":
+        return verdict in ("improves", "harms")
+    return single_call != verdict
 
 
 def recipe(arms: list[dict]) -> dict:

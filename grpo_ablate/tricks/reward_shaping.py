@@ -25,11 +25,13 @@ def shape_rewards(
     length_coef: float,
     max_length: int,
 ) -> torch.Tensor:
-    """The reward the advantage sees: clipped first (it bounds the task reward), then the
-    length penalty (a cost on top, so it is not clipped away)."""
-    out = rewards
+    """The rewards the advantage sees, from TRL's (completions, reward functions) matrix or
+    a 1-D vector: every column clipped first (clipping bounds the task reward), then the
+    length penalty charged once, on the first column (a cost on top, never clipped away)."""
+    out = rewards.clone()
     if clip is not None:
         out = apply_reward_clip(out, clip["low"], clip["high"])
     if length_coef:
-        out = apply_length_penalty(out, lengths, length_coef, max_length)
+        column = out if out.dim() == 1 else out[:, 0]
+        column.copy_(apply_length_penalty(column, lengths, length_coef, max_length))
     return out
