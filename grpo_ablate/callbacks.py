@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from transformers import TrainerCallback
 
+from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.tricks import WeightEMA
 
 # Per-step keys kept in history.jsonl (TRL's names), when the trainer logs them.
@@ -95,10 +96,14 @@ class EvalCallback(TrainerCallback):
 
 
 class PacingCallback(TrainerCallback):
-    """Fault injection: sleeps after each step so a test can kill a run mid-training."""
+    """Fault injection: `faults.sleep_per_step` slows each step (for concurrency tests), and
+    the `mid_training` pause point sits after step 2 (for kill-and-resume tests)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
     def on_step_end(self, args, state, control, **kwargs):
-        time.sleep(self.seconds)
+        if self.seconds:
+            time.sleep(self.seconds)
+        if state.global_step == 2:
+            pause_point("mid_training")

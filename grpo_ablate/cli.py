@@ -86,7 +86,10 @@ def cmd_sweep(args: list[str], report_args: list[str] | None = None) -> int:
     _hydra(args, multirun=True)
     print(f"sweep finished in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     for sweep_dir in sweep_dirs:
-        cmd_report([sweep_dir, *(report_args or [])])
+        try:
+            cmd_report([sweep_dir, *(report_args or [])])
+        except UserError as exc:  # the runs are done and recorded; only the report could not be
+            print(f"grpo-ablate: report skipped: {exc}", file=sys.stderr)
     return 0
 
 

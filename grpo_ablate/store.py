@@ -21,6 +21,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from grpo_ablate.pausepoints import pause_point
+
 STATUSES = ("completed", "diverged", "failed")
 RECORD_NAME, HISTORY_NAME = "record.json", "history.jsonl"
 
@@ -67,7 +69,7 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, pause: str | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -75,6 +77,8 @@ def atomic_write_text(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        if pause:
+            pause_point(pause)  # kill-and-resume tests stop here: temp written, not renamed
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -86,7 +90,7 @@ def write_record(run_dir: Path, record: RunRecord, history: list[dict]) -> Path:
     lines = "".join(json.dumps(jsonable(row), allow_nan=False) + "\n" for row in history)
     atomic_write_text(run_dir / HISTORY_NAME, lines)
     body = json.dumps(jsonable(asdict(record)), indent=1, sort_keys=True, allow_nan=False)
-    atomic_write_text(run_dir / RECORD_NAME, body + "\n")
+    atomic_write_text(run_dir / RECORD_NAME, body + "\n", pause="record_write")
     return run_dir / RECORD_NAME
 
 

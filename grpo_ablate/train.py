@@ -19,6 +19,7 @@ from grpo_ablate import __version__
 from grpo_ablate.callbacks import DivergenceGuard, EvalCallback, HistoryCallback, PacingCallback
 from grpo_ablate.config import REPO_ROOT, RunSpec, grpo_kwargs
 from grpo_ablate.diagnostics import diagnose, length_growth
+from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.store import RunRecord
 from grpo_ablate.tasks import get_task
 from grpo_ablate.wandb_logger import finish_run, start_run
@@ -63,6 +64,7 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
     cfg = spec.config
     kwargs = grpo_kwargs(cfg, output_dir)
     kwargs["report_to"] = ["wandb"] if report_to_wandb else []
+    pause_point("model_load")
     return AblationGRPOTrainer(
         model=model_path,  # a path: TRL builds the frozen reference from the same checkpoint
         reward_funcs=make_reward_function(task, cfg["faults"], cost),
@@ -99,9 +101,7 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
         ema = cfg["hooks"].get("ema")
         evals = EvalCallback(evaluate, history, cfg["eval"]["every_steps"],
                              ema["decay"] if ema else None, guard)
-        callbacks = [history, guard, evals]
-        if cfg["faults"].get("sleep_per_step"):
-            callbacks.append(PacingCallback(cfg["faults"]["sleep_per_step"]))
+        callbacks = [history, guard, evals, PacingCallback(cfg["faults"]["sleep_per_step"])]
         with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
             trainer = build_trainer(spec, model_path, tokenizer, task, tmp, callbacks, cost,
                                     wandb_run is not None)

@@ -179,6 +179,10 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
         if s.baseline not in set(sub["arm"]):
             continue
         primary = analyse_metric(sub, s, s.metric, s.correction)
+        if primary["baseline"]["n"] < 2:
+            raise UserError(
+                f"--baseline {s.baseline}: {primary['baseline']['n']} usable run(s) for "
+                f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
         stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                    "arms": primary["arms"], "comparisons": primary["k"]}
         stratum["secondary"] = {

@@ -40,6 +40,9 @@ def load_results(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
         return records_table(records), problems
     if not path.is_file():
         raise UserError(f"{path}: no such file or folder; allowed: a sweep folder or a CSV")
+    if path.suffix == ".json":
+        raise UserError(f"{path}: a JSON file; allowed: a sweep folder (its runs/*/record.json "
+                        "are read) or a CSV")
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
