@@ -27,7 +27,7 @@ def write_figures(report: dict, df: pd.DataFrame, sweep_dir: Path | None, out: P
         names.append(_strip(report, st, sub, out / f"seeds{tag}.png"))
         names.append(_mde_curve(report, st, out / f"mde{tag}.png"))
         if sweep_dir is not None and "run_id" in sub.columns:
-            names.append(_curves(sub, sweep_dir, out / f"curves{tag}.png"))
+            names.append(_curves(sub, sweep_dir, report["baseline"], out / f"curves{tag}.png"))
     return [n for n in names if n]
 
 
@@ -85,13 +85,15 @@ def _mde_curve(report, st, path: Path) -> str:
     if not sds:
         plt.close(fig)
         return ""
-    # The sd of paired differences implied by each arm's MDE at its n: use the median arm.
+    # The arm with the median MDE; the sd its MDE implies at its n gives the whole curve.
+    e = sorted(sds, key=lambda e: e["mde"])[len(sds) // 2]
+    sd = e["mde"] / mde(e["test"], 1.0, e["n"], report["alpha"] / k)
     ns = np.arange(2, 31)
-    for e in sorted(sds, key=lambda e: e["mde"])[len(sds) // 2: len(sds) // 2 + 1]:
-        sd = e["mde"] / mde(e["test"], 1.0, e["n"], report["alpha"] / k)
-        ax.plot(ns, [mde(e["test"], sd, int(n), report["alpha"] / k) for n in ns],
-                label=f"median arm ({e['arm']}), sd={sd:.3g}")
+    ax.plot(ns, [mde(e["test"], sd, int(n), report["alpha"] / k) for n in ns],
+            label=f"median arm ({e['arm']}), sd={sd:.3g}")
     ax.axhline(report["min_effect"], ls="--", color="0.4", label="min-effect")
+    ax.set_yscale("log")  # n=2 needs effects orders of magnitude larger than n=20
+    ax.grid(True, which="both", alpha=0.3)
     ax.set_xlabel("seeds per arm")
     ax.set_ylabel(f"minimum detectable effect (80% power, alpha/{k})")
     ax.set_title("how many seeds a study needs", fontsize=10)
@@ -99,17 +101,15 @@ def _mde_curve(report, st, path: Path) -> str:
     return _save(fig, path)
 
 
-def _curves(sub: pd.DataFrame, sweep_dir: Path, path: Path) -> str:
+def _curves(sub: pd.DataFrame, sweep_dir: Path, base_arm: str, path: Path) -> str:
     from grpo_ablate.catalog import load_catalog
     from grpo_ablate.store import read_history
 
-    families: dict[str, list[str]] = {}
-
     fam_of = {t["id"]: t["family"] for t in load_catalog()}
-    arms = [a for a in dict.fromkeys(sub["arm"])]
-    for a in arms:
-        families.setdefault(fam_of.get(a, "other"), []).append(a)
-    families.pop("none", None)
+    families: dict[str, list[str]] = {}
+    for arm in dict.fromkeys(sub["arm"]):
+        if arm != base_arm:  # drawn in every panel, for reference
+            families.setdefault(fam_of.get(arm, "other"), []).append(arm)
     fams = sorted(families)
     if not fams:
         return ""
@@ -119,7 +119,6 @@ def _curves(sub: pd.DataFrame, sweep_dir: Path, path: Path) -> str:
     hist = {rid: pd.DataFrame(read_history(Path(sweep_dir) / "runs" / rid))
             for rid in sub["run_id"].dropna()}
     cmap = plt.get_cmap("tab10")
-    base_arm = "baseline"
     for c, fam in enumerate(fams):
         for j, arm in enumerate([base_arm] + families[fam]):
             rids = sub[sub["arm"] == arm]["run_id"].dropna()
@@ -141,7 +140,7 @@ def _curves(sub: pd.DataFrame, sweep_dir: Path, path: Path) -> str:
                     ax.set_ylabel(key.replace("completions/", ""), fontsize=8)
                 ax.tick_params(labelsize=6)
         axes[0][c].set_title(fam, fontsize=9)
-        axes[0][c].legend(fontsize=5)
+        axes[0][c].legend(fontsize=6, loc="lower left")
     for ax in axes[-1]:
         ax.set_xlabel("step", fontsize=8)
     fig.suptitle("training curves: seeds (thin), mean and ±1 sd band", fontsize=10)
