@@ -46,6 +46,16 @@ def build_report(path: str | Path, settings: Settings) -> tuple[dict, list[str],
     return analyse(df, settings, secondary=SECONDARY), warnings, df
 
 
+CONSOLE_SKIPS = ("Stability", "Monitoring", "Figures")  # long tables stay in report.md
+
+
+def console_summary(md: str) -> str:
+    """report.md without its longest tables, for the terminal."""
+    sections = md.split("\n## ")
+    kept = [sections[0]] + [s for s in sections[1:] if not s.startswith(CONSOLE_SKIPS)]
+    return "\n## ".join(kept).rstrip()
+
+
 def main(args: list[str]) -> int:
     ns = parse_args(args)
     settings = Settings(metric=ns.metric, baseline=ns.baseline, alpha=ns.alpha,
@@ -65,6 +75,6 @@ def main(args: list[str]) -> int:
     atomic_write_text(out / "report.json", json.dumps(jsonable(report), indent=1,
                                                       allow_nan=False) + "\n")
     atomic_write_text(out / "report.md", md)
-    print(md.split("\n## Stability")[0].rstrip())
+    print(console_summary(md))
     print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
     return 0

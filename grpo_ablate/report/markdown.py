@@ -100,7 +100,8 @@ def _illusion(st: dict) -> list[str]:
 
 def _recipe(st: dict) -> list[str]:
     r = st["recipe"]
-    und = ", ".join(f"{u['arm']} (+{_f(u['more_seeds_needed'])} seeds)" for u in r["undecided"])
+    und = ", ".join(f"{u['arm']} (+{u['more_seeds_needed']} seeds)" if u["more_seeds_needed"] is not None
+                    else f"{u['arm']} (seeds needed undefined: see notes)" for u in r["undecided"])
     return ["", "## Recommended minimal recipe", "",
             f"- Baseline plus: {', '.join(r['keep']) or 'nothing (no trick significantly improves)'}",
             f"- Safe to drop (shown to do nothing that matters): {', '.join(r['safe_to_drop']) or '-'}",
