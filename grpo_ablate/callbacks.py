@@ -59,25 +59,34 @@ class DivergenceGuard(TrainerCallback):
 
 
 class EvalCallback(TrainerCallback):
-    """Held-out evals at the start, every `every_steps`, and at the end; for raw weights
-    and, when EMA is on, the averaged weights. EMA is updated after every optimizer step."""
+    """Held-out evals of the arm's policy at the start, every `every_steps`, and at the end.
+    With EMA on, the policy is the averaged weights (updated after every optimizer step),
+    and the raw weights are evaluated beside them under `raw/eval/`.
+
+    `evaluate(model, final)` returns a metrics dict; `on_eval(step, prefix, metrics)` sees
+    each one as it is made (W&B curves)."""
 
     def __init__(self, evaluate: Callable, history: HistoryCallback, every_steps: int,
-                 ema_decay: float | None, guard: DivergenceGuard) -> None:
+                 ema_decay: float | None, guard: DivergenceGuard,
+                 on_eval: Callable | None = None) -> None:
         self.evaluate, self.history, self.every = evaluate, history, every_steps
-        self.ema_decay, self.ema, self.guard = ema_decay, None, guard
+        self.ema_decay, self.ema, self.guard, self.on_eval = ema_decay, None, guard, on_eval
         self.evals: list[tuple[int, dict]] = []
-        self.ema_evals: list[tuple[int, dict]] = []
+        self.raw_evals: list[tuple[int, dict]] = []
 
-    def _run(self, model, step: int) -> None:
-        metrics = self.evaluate(model)
-        self.evals.append((step, metrics))
-        self.history.add_eval(step, "eval/", metrics)
+    def _add(self, step: int, prefix: str, metrics: dict, into: list) -> None:
+        into.append((step, metrics))
+        self.history.add_eval(step, prefix, metrics)
+        if self.on_eval is not None:
+            self.on_eval(step, prefix, metrics)
+
+    def _run(self, model, step: int, final: bool = False) -> None:
         if self.ema is not None:
             with self.ema.swapped_in(model):
-                ema_metrics = self.evaluate(model)
-            self.ema_evals.append((step, ema_metrics))
-            self.history.add_eval(step, "ema/eval/", ema_metrics)
+                self._add(step, "eval/", self.evaluate(model, final), self.evals)
+            self._add(step, "raw/eval/", self.evaluate(model, final), self.raw_evals)
+        else:
+            self._add(step, "eval/", self.evaluate(model, final), self.evals)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.ema_decay is not None:
@@ -92,7 +101,7 @@ class EvalCallback(TrainerCallback):
             self._run(model, state.global_step)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
-        self._run(model, state.global_step)
+        self._run(model, state.global_step, final=True)
 
 
 class PacingCallback(TrainerCallback):

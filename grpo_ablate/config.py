@@ -55,11 +55,13 @@ register_sweeps()
 _LEAF = None
 SCHEMA: dict[str, Any] = {
     "seed": _LEAF, "sweep_name": _LEAF, "out_root": _LEAF, "sweep_dir": _LEAF,
-    "eval": {"every_steps": _LEAF, "sampled_k": _LEAF},
+    "eval": {"every_steps": _LEAF, "sampled_k": _LEAF, "temperature": _LEAF},
+    "budget": {"match": _LEAF},
     "guard": {"kl_abort": _LEAF, "min_accuracy_gain": _LEAF},
     "faults": {"nan_loss_at_step": _LEAF, "kl_blowup_at_step": _LEAF,
                "reward_raises_at_step": _LEAF, "sleep_per_step": _LEAF},
-    "recipe": {"name": _LEAF, "prompts_per_step": _LEAF},
+    "recipe": {"name": _LEAF, "prompts_per_step": _LEAF, "group_size": _LEAF,
+               "max_grad_norm": _LEAF},
     "trainer": "GRPOConfig",
     "hooks": {"reward_clip": {"low": _LEAF, "high": _LEAF}, "length_penalty": _LEAF,
               "filter_low_reward": {"threshold": _LEAF, "start": _LEAF, "end": _LEAF},
@@ -117,6 +119,11 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "hooks.ema.decay": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
     "eval.every_steps": (lambda x: _int(x) and x >= 0, "an integer >= 0 (0: start and end only)"),
     "eval.sampled_k": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "eval.temperature": (lambda x: _num(x) and x > 0, "a number > 0"),
+    "budget.match": (lambda x: x in ("none", "completions"), "one of: none, completions"),
+    "recipe.group_size": (lambda x: _int(x) and x >= 2, "an integer >= 2"),
+    "trainer.use_cpu": (lambda x: x is None or isinstance(x, bool), "true, false or null (auto)"),
+    "trainer.bf16": (lambda x: x is None or isinstance(x, bool), "true, false or null (auto)"),
     "guard.kl_abort": (lambda x: _num(x) and x > 0, "a number > 0"),
     "task.max_operand": (lambda x: _int(x) and 1 <= x <= 49, "an integer in [1, 49]"),
     "task.carry_bug_rate": (_unit, "a probability in [0, 1]"),
@@ -182,10 +189,43 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
         value = _get(data, key)
         if value is not _MISSING and not ok(value):
             raise UserError(f"{key}={_fmt(value)}: must be {allowed}")
+    resolve_device(data["trainer"])
+    match_budget(data)
     _check_relations(data)
     _check_paths(data)
     _check_with_trl(data)
     return RunSpec(config=data, run_id=run_id(data))
+
+
+def resolve_device(trainer: dict) -> None:
+    """`null` device and precision follow the machine: a CUDA device when there is one,
+    bf16 where that device supports it, fp32 otherwise (bf16 autocast on a CPU is emulated
+    on many CPUs and several times slower). The resolved values are in the record."""
+    import torch
+
+    if trainer.get("use_cpu") is None:
+        trainer["use_cpu"] = not torch.cuda.is_available()
+    if trainer.get("bf16") is None:
+        trainer["bf16"] = (not trainer["use_cpu"]) and torch.cuda.is_available() \
+            and torch.cuda.is_bf16_supported()
+    elif trainer["bf16"] and trainer["use_cpu"]:
+        raise UserError("trainer.bf16=true: bf16 on the CPU is emulated and several times slower; "
+                        "allowed on a CPU: false or null (auto)")
+
+
+def match_budget(data: dict) -> None:
+    """budget.match=completions: an arm that changes G keeps the baseline's completions per
+    step (fewer or more prompts instead), and a reuse arm trains for more optimizer steps
+    so it generates as many completions as the baseline."""
+    if data.get("budget", {}).get("match", "none") != "completions":
+        return
+    tr, recipe = data["trainer"], data["recipe"]
+    completions = recipe["prompts_per_step"] * recipe["group_size"]
+    if completions % tr["num_generations"]:
+        raise UserError(f"budget.match=completions: {completions} completions per step do not "
+                        f"split into groups of trainer.num_generations={tr['num_generations']}")
+    tr["per_device_train_batch_size"] = completions
+    tr["max_steps"] = tr["max_steps"] * tr["num_iterations"]
 
 
 def _check_relations(data: dict) -> None:
@@ -204,13 +244,23 @@ def _check_relations(data: dict) -> None:
                         "both fractions of training in [0, 1]")
 
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
 def _check_paths(data: dict) -> None:
     path = data["model"].get("path")
+    allowed = "a local checkpoint directory, a hub id (org/name), or null for the tiny policy"
+    if path == "???" or (path is None and data["model"]["name"] != "tiny"):
+        raise UserError(f"model.path: missing for model={data['model']['name']}; allowed: {allowed}")
     if path is not None:
-        looks_local = str(path).startswith(("/", ".", "~")) or Path(path).exists()
+        path = str(path)
+        looks_local = path.startswith(("/", ".", "~")) or Path(path).expanduser().exists()
         if looks_local and not (Path(path).expanduser() / "config.json").is_file():
             raise UserError(f"model.path={path}: no checkpoint there (no config.json); allowed: "
-                            "a local checkpoint directory, a hub id, or null for the tiny policy")
+                            f"{allowed}")
+        if not looks_local and not HUB_ID.match(path):
+            raise UserError(f"model.path={path}: neither a local checkpoint nor a hub id; "
+                            f"allowed: {allowed}")
     data_file = data["task"].get("data_file")
     if data_file is not None:
         from grpo_ablate.tasks.arithmetic import load_problems
@@ -239,8 +289,8 @@ def grpo_kwargs(data: dict, output_dir: str) -> dict[str, Any]:
     kwargs = dict(data["trainer"])
     if kwargs.get("max_grad_norm") is None:
         kwargs["max_grad_norm"] = 0.0  # transformers' spelling of "no clipping"
-    kwargs.update(output_dir=output_dir, save_strategy="no", disable_tqdm=True,
-                  report_to=["wandb"] if data["logger"]["backend"] == "wandb" else [])
+    # W&B is logged by grpo_ablate.wandb_logger, not by transformers' callback.
+    kwargs.update(output_dir=output_dir, save_strategy="no", disable_tqdm=True, report_to=[])
     return kwargs
 
 

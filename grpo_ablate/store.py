@@ -43,7 +43,8 @@ class RunRecord:
     diagnostics: list[dict]
     steps: int
     wall_seconds: float
-    cost: dict[str, float]
+    cost: dict[str, float]     # the budget: optimizer_steps, completions, completion_tokens, total_lr
+    activity: dict[str, Any]   # how much the arm's trick acted: {acted, measure, details}
     versions: dict[str, str]
     git_sha: str | None
     checksum: str = field(default="")
@@ -106,7 +107,11 @@ def read_record(path: Path) -> RunRecord:
     record = RunRecord(**data)
     if record.status not in STATUSES:
         raise CorruptRecord(f"{path}: status {record.status!r} is not one of {STATUSES}")
-    if record.checksum != record.content_checksum():
+    # The checksum of the stored body (the same JSON content_checksum() makes, without
+    # copying the record first).
+    body = json.dumps({k: v for k, v in data.items() if k != "checksum"}, sort_keys=True,
+                      allow_nan=False)
+    if record.checksum != hashlib.sha256(body.encode()).hexdigest():
         raise CorruptRecord(f"{path}: checksum mismatch (truncated or edited by hand)")
     return record
 
@@ -128,13 +133,17 @@ def record_exists(run_dir: Path) -> bool:
 
 
 def scan_records(sweep_dir: Path) -> tuple[list[RunRecord], list[str]]:
-    """All valid records under a sweep folder, and one warning per corrupt one."""
+    """All valid records under a sweep folder, and one warning per corrupt one. Each record
+    knows the folder it came from (`source_dir`, not part of the record itself)."""
     records, problems = [], []
     for path in sorted(Path(sweep_dir).glob(f"runs/*/{RECORD_NAME}")):
         try:
-            records.append(read_record(path))
+            record = read_record(path)
         except CorruptRecord as exc:
-            problems.append(str(exc))
+            problems.append(f"corrupt record excluded: {exc}")
+            continue
+        record.source_dir = str(path.parent.parent.parent)
+        records.append(record)
     return records, problems
 
 

@@ -16,13 +16,19 @@ from pathlib import Path
 import torch
 
 from grpo_ablate import __version__
-from grpo_ablate.callbacks import DivergenceGuard, EvalCallback, HistoryCallback, PacingCallback
+from grpo_ablate.callbacks import (
+    HISTORY_KEYS,
+    DivergenceGuard,
+    EvalCallback,
+    HistoryCallback,
+    PacingCallback,
+)
 from grpo_ablate.config import REPO_ROOT, RunSpec, grpo_kwargs
 from grpo_ablate.diagnostics import diagnose, length_growth
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.store import RunRecord
 from grpo_ablate.tasks import get_task
-from grpo_ablate.wandb_logger import finish_run, start_run
+from grpo_ablate.wandb_logger import WandbHistoryCallback, finish_run, log_eval, start_run
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +61,7 @@ def make_reward_function(task, faults: dict, cost: dict):
 
 
 def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: str,
-                  callbacks: list, cost: dict, report_to_wandb: bool):
+                  callbacks: list, cost: dict, wandb_run=None):
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -63,7 +69,8 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
 
     cfg = spec.config
     kwargs = grpo_kwargs(cfg, output_dir)
-    kwargs["report_to"] = ["wandb"] if report_to_wandb else []
+    if wandb_run is not None:
+        callbacks = [*callbacks, WandbHistoryCallback(wandb_run, HISTORY_KEYS)]
     pause_point("model_load")
     return AblationGRPOTrainer(
         model=model_path,  # a path: TRL builds the frozen reference from the same checkpoint
@@ -83,7 +90,7 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
     history = HistoryCallback()
     guard = DivergenceGuard(cfg["guard"]["kl_abort"])
     cost = {"completions": 0, "completion_tokens": 0}
-    status, error, evals = "completed", None, None
+    status, error, evals, trainer = "completed", None, None, None
     steps = 0
     wandb_run = start_run(cfg, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir))
     try:
@@ -92,19 +99,26 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
         task = get_task(cfg["task"])
         model_path = resolve_model_path(cfg, task)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-        tr = cfg["trainer"]
+        tr, ev = cfg["trainer"], cfg["eval"]
 
-        def evaluate(model):
-            return task.evaluate(model, tokenizer, tr["max_completion_length"], tr["temperature"],
-                                 cfg["eval"]["sampled_k"], seed=cfg["seed"])
+        def evaluate(model, final: bool) -> dict[str, float]:
+            # Every arm is judged at one temperature; an arm that trains at another also gets
+            # its own temperature's sampled accuracy, under a separate name, at the end.
+            out = task.evaluate(model, tokenizer, tr["max_completion_length"], ev["temperature"],
+                                ev["sampled_k"], seed=cfg["seed"])
+            if final and tr["temperature"] != ev["temperature"]:
+                own = task.evaluate(model, tokenizer, tr["max_completion_length"],
+                                    tr["temperature"], ev["sampled_k"], seed=cfg["seed"])
+                out["sampled_accuracy_train_temp"] = own["sampled_accuracy"]
+            return out
 
         ema = cfg["hooks"].get("ema")
-        evals = EvalCallback(evaluate, history, cfg["eval"]["every_steps"],
-                             ema["decay"] if ema else None, guard)
+        evals = EvalCallback(evaluate, history, ev["every_steps"], ema["decay"] if ema else None,
+                             guard, on_eval=lambda *a: log_eval(wandb_run, *a))
         callbacks = [history, guard, evals, PacingCallback(cfg["faults"]["sleep_per_step"])]
         with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
             trainer = build_trainer(spec, model_path, tokenizer, task, tmp, callbacks, cost,
-                                    wandb_run is not None)
+                                    wandb_run)
             from transformers.trainer_callback import PrinterCallback
 
             trainer.remove_callback(PrinterCallback)  # the sweep shows its own progress
@@ -120,6 +134,7 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
         else {}
     rows = history.rows
     gain = metrics.get("eval/accuracy_gain")
+    lrs = [r["learning_rate"] for r in rows if "learning_rate" in r]
     record = RunRecord(
         run_id=spec.run_id, sweep=cfg["sweep_name"], arm=spec.arm, seed=spec.seed,
         model=cfg["model"]["name"], task=cfg["task"]["name"], status=status, error=error,
@@ -127,8 +142,11 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
         diagnostics=diagnose(rows, cfg["trainer"]["max_steps"], gain,
                              cfg["guard"]["min_accuracy_gain"]),
         steps=steps, wall_seconds=round(wall, 3),
-        cost={**cost, "optimizer_steps": steps,
-              "completions_per_step": cfg["trainer"]["per_device_train_batch_size"]},
+        cost={**cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
+              "completions_per_step": cfg["trainer"]["per_device_train_batch_size"],
+              "groups_per_step": cfg["trainer"]["per_device_train_batch_size"]
+              // cfg["trainer"]["num_generations"]},
+        activity=trick_activity(cfg, rows, trainer.activity if trainer is not None else {}),
         versions=versions(), git_sha=git_sha(),
     )
     finish_run(wandb_run, metrics, status)
@@ -136,13 +154,15 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
 
 
 def final_metrics(evals: EvalCallback) -> dict[str, float]:
-    """eval/<name> from the last eval, the SFT start for reference, and ema/eval/<name>."""
+    """eval/<name> of the arm's policy at the last eval (the EMA weights when EMA is on),
+    the SFT start for reference, and raw/eval/<name> for the raw weights beside EMA."""
     (_, first), (_, last) = evals.evals[0], evals.evals[-1]
     out = {f"eval/{k}": v for k, v in last.items()}
-    out.update({f"eval/start_{k}": v for k, v in first.items()})
+    out.update({f"eval/start_{k}": v for k, v in first.items()
+                if k != "sampled_accuracy_train_temp"})
     out["eval/accuracy_gain"] = last["accuracy"] - first["accuracy"]
-    if evals.ema_evals:
-        out.update({f"ema/eval/{k}": v for k, v in evals.ema_evals[-1][1].items()})
+    if evals.raw_evals:
+        out.update({f"raw/eval/{k}": v for k, v in evals.raw_evals[-1][1].items()})
     return out
 
 
@@ -152,19 +172,75 @@ def stability(rows: list[dict], evals: EvalCallback | None) -> dict[str, float |
     def series(key):
         return [r[key] for r in rows if key in r and r[key] is not None and math.isfinite(r[key])]
 
+    def regret(evs):
+        acc = [m["accuracy"] for _, m in evs]
+        return max(acc) - acc[-1] if acc else None
+
     kl, ent, gn, rew = (series(k) for k in ("kl", "entropy", "grad_norm", "reward"))
     half = rew[len(rew) // 2:]
     diffs = [b - a for a, b in zip(half, half[1:], strict=False)]
-    acc = [m["accuracy"] for _, m in evals.evals] if evals is not None else []
-    return {
+    out = {
         "kl_final": kl[-1] if kl else None,
         "kl_max": max(kl) if kl else None,
         "entropy_ratio_final": ent[-1] / ent[0] if ent and ent[0] > 0 else None,
         "length_growth": length_growth(rows),
         "grad_norm_max": max(gn) if gn else None,
         "reward_volatility": float(torch.tensor(diffs).std()) if len(diffs) > 1 else None,
-        "checkpoint_regret": max(acc) - acc[-1] if acc else None,
+        "checkpoint_regret": regret(evals.evals) if evals is not None else None,
     }
+    if evals is not None and evals.raw_evals:
+        out["checkpoint_regret_raw"] = regret(evals.raw_evals)
+    return out
+
+
+def _fraction(part: float, whole: float) -> float | None:
+    return part / whole if whole else None
+
+
+def trick_activity(cfg: dict, rows: list[dict], counts: dict) -> dict:
+    """How much the arm's trick acted: the share of the units it could change that it did
+    change (samples clipped, groups whose advantages the length penalty moved, samples
+    dropped, steps whose gradient clipping differed from the baseline's). A trick that only
+    sets a config value acts on every step by construction. The baseline arm: empty."""
+    keys = cfg["trick"]["keys"]
+    if not keys:
+        return {}
+    tr = cfg["trainer"]
+    norms = [r["grad_norm"] for r in rows if r.get("grad_norm") is not None]
+    details = {
+        "reward_clip_samples": _fraction(counts.get("clip_changed", 0), counts.get("clip_samples", 0)),
+        "length_penalty_groups": _fraction(counts.get("length_groups_changed", 0),
+                                           counts.get("length_groups", 0)),
+        "filter_dropped_in_window": _fraction(counts.get("filter_dropped", 0),
+                                              counts.get("filter_samples", 0)),
+    }
+    own, base = tr["max_grad_norm"] or math.inf, cfg["recipe"]["max_grad_norm"] or math.inf
+    if norms:
+        details["grad_clip_steps"] = sum(g > own for g in norms) / len(norms)
+        if own != base:  # they clip differently only where the norm passes the lower bound
+            details["grad_clip_differs_steps"] = sum(g > min(own, base) for g in norms) / len(norms)
+    if tr["num_iterations"] > 1:
+        clip = [r.get("clip_ratio/region_mean", 0.0) or 0.0 for r in rows if "loss" in r]
+        details["ratio_clip_steps"] = _fraction(sum(c > 0 for c in clip), len(clip))
+        details["ratio_clip_tokens"] = _fraction(sum(clip), len(clip))
+    measured = {
+        "hooks.reward_clip": ("reward_clip_samples", "samples whose reward the clip changed"),
+        "hooks.length_penalty": ("length_penalty_groups",
+                                 "groups whose advantages the length penalty changed"),
+        "hooks.filter_low_reward": ("filter_dropped_in_window",
+                                    "samples dropped, in the filter's window"),
+        "trainer.max_grad_norm": ("grad_clip_differs_steps",
+                                  "steps where its gradient clipping differs from the baseline's"),
+    }
+    acted, measures = [], []
+    for key in keys:
+        name, what = measured.get(key, (None, "a config value: acts on every step"))
+        value = details.get(name) if name else 1.0
+        acted.append(value if value is not None else 0.0)
+        measures.append(what)
+    best = max(range(len(acted)), key=acted.__getitem__)
+    return {"acted": acted[best], "measure": measures[best],
+            "details": {k: v for k, v in details.items() if v is not None}}
 
 
 @cache

@@ -1,15 +1,24 @@
 """The one module that touches TRL internals.
 
 `AblationGRPOTrainer` is TRL's real `GRPOTrainer` plus the tricks TRL lacks, wired in at two
-private override points (and two public ones for fault injection). With every hook off it
-computes exactly what the bare trainer computes (tests/test_fidelity.py). TRL is pinned in
-pyproject.toml; tests/test_trl_hooks.py fails loudly when these methods or their behaviour
-move, which is the signal to re-check this file before widening the pin.
+private override points (and two public ones: the loss, for the filter's normaliser and
+fault injection, and logging). With every hook off it computes exactly what the bare
+trainer computes (tests/test_runs.py). TRL is pinned in pyproject.toml;
+tests/test_trl_hooks.py fails loudly when these methods or their behaviour move, which is
+the signal to re-check this file before widening the pin.
+
+TRL behaviour relied on (checked by tests/test_trl_hooks.py):
+- `_calculate_rewards` returns the (completions x reward functions) matrix gathered over
+  all processes, before the group mean is taken;
+- a completion whose rewards are all NaN is left out of its group's mean and std and gets
+  advantage 0 (TRL's "unscorable" rule): low-reward filtering uses it, so the kept samples'
+  advantages are computed over the kept samples only, as the review defines the trick.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from typing import Any
 
 import torch
@@ -29,6 +38,9 @@ HOOKED = {
     "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
     "_generate_and_score_completions": ["self", "inputs"],
 }
+# Loss types that average per sequence over the batch: a filtered-out sequence would still
+# count in that average, so the loss is rescaled to average over the kept ones.
+PER_SEQUENCE_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")
 
 
 def check_trl_compat() -> None:
@@ -44,65 +56,108 @@ def check_trl_compat() -> None:
 
 
 class AblationGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer + reward clip, length penalty, low-reward filter, global advantage norm."""
+    """GRPOTrainer + reward clip, length penalty, low-reward filter, global advantage norm.
+
+    `activity` counts how often each of these tricks acted (samples clipped, groups whose
+    advantages the length penalty changed, samples dropped), for the record."""
 
     def __init__(self, *args: Any, hooks: dict | None = None, faults: dict | None = None,
                  **kwargs: Any) -> None:
         check_trl_compat()
         self.ablation_hooks = hooks or {}
         self.faults = faults or {}
+        self.activity: Counter = Counter()
         self._shaped_rewards: torch.Tensor | None = None
+        self._filter_keep: torch.Tensor | None = None
         super().__init__(*args, **kwargs)
 
-    # -- rewards: shaped before TRL subtracts the group mean ------------------------------
+    def _filter_window(self) -> dict | None:
+        window = self.ablation_hooks.get("filter_low_reward")
+        if window is None or not self.model.training:
+            return None
+        on = filter_active(self.state.global_step, self.state.max_steps, window["start"], window["end"])
+        return window if on else None
+
+    # -- rewards: shaped (and filtered) before TRL subtracts the group mean ---------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions,
                                                       completion_ids_list)
         hooks = self.ablation_hooks
         mode = "train" if self.model.training else "eval"
+        weights = self.reward_weights.to(rewards_per_func.device)
         lengths = torch.tensor([len(ids) for ids in completion_ids_list],
                                device=rewards_per_func.device)
         lengths = gather(lengths)  # rewards are gathered across processes; match them
         if hooks.get("reward_clip") is not None or hooks.get("length_penalty"):
             shaped = shape_rewards(rewards_per_func, lengths, hooks.get("reward_clip"),
                                    hooks.get("length_penalty") or 0.0, self.max_completion_length)
-            raw = (rewards_per_func * self.reward_weights.to(rewards_per_func.device)).nansum(1)
+            raw = (rewards_per_func * weights).nansum(1)
             self._metrics[mode]["reward_unshaped"].append(torch.nanmean(raw).item())
+            self._count_shaping(rewards_per_func, lengths, mode)
             rewards_per_func = shaped
-        self._shaped_rewards = (
-            rewards_per_func * self.reward_weights.to(rewards_per_func.device)).nansum(1)
+        self._shaped_rewards = (rewards_per_func * weights).nansum(1)
+        self._filter_keep = None
+        window = self._filter_window()
+        if window is not None:
+            keep = low_reward_keep_mask(self._shaped_rewards, window["threshold"]).bool()
+            # All-NaN rows take no part in TRL's group mean/std and get advantage 0.
+            rewards_per_func = rewards_per_func.masked_fill(~keep[:, None], float("nan"))
+            self._filter_keep = keep
+            self.activity["filter_samples"] += keep.numel()
+            self.activity["filter_dropped"] += int((~keep).sum())
         return rewards_per_func
+
+    def _count_shaping(self, rewards: torch.Tensor, lengths: torch.Tensor, mode: str) -> None:
+        if mode != "train":
+            return
+        hooks = self.ablation_hooks
+        clip = hooks.get("reward_clip")
+        if clip is not None:
+            clipped = (rewards < clip["low"]) | (rewards > clip["high"])
+            self.activity["clip_samples"] += rewards.size(0)
+            self.activity["clip_changed"] += int(clipped.any(1).sum())
+        if hooks.get("length_penalty"):
+            # A penalty that is the same for every member of a group is removed by the group
+            # mean: it acts only where lengths differ within a group.
+            per_group = lengths.view(-1, self.num_generations).float()
+            varied = per_group.max(1).values > per_group.min(1).values
+            self.activity["length_groups"] += per_group.size(0)
+            self.activity["length_groups_changed"] += int(varied.sum())
 
     # -- advantages and loss mask: after TRL's group z-score ------------------------------
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         hooks = self.ablation_hooks
         mode = "train" if self.model.training else "eval"
+        n = out["completion_mask"].size(0)
+        local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
         if hooks.get("global_adv_norm"):
-            # Over this process's batch; multi-process runs would gather first.
-            out["advantages"] = apply_global_adv_norm(out["advantages"])
-        window = hooks.get("filter_low_reward")
-        if window is not None and mode == "train":
-            active = filter_active(self.state.global_step, self.state.max_steps,
-                                   window["start"], window["end"])
+            # Over the whole batch, every process's share: gather, normalise, take ours back.
+            everyone = self.accelerator.gather(out["advantages"])
+            out["advantages"] = apply_global_adv_norm(everyone)[local]
+        if hooks.get("filter_low_reward") is not None and mode == "train":
             dropped = 0.0
-            if active:
-                n = out["completion_mask"].size(0)
-                start = self.accelerator.process_index * n
-                rewards = self._shaped_rewards[start:start + n]
-                keep = low_reward_keep_mask(rewards, window["threshold"]).to(
-                    out["completion_mask"].device)
-                # Dropped samples get no gradient and leave the token normaliser.
+            if self._filter_keep is not None:
+                keep = self._filter_keep[local].to(out["completion_mask"].device)
+                # Dropped samples get no gradient (their KL term included) and leave every
+                # normaliser: the token count (dapo) and the per-sequence mean (grpo).
                 out["completion_mask"] = out["completion_mask"] * keep[:, None]
                 out["num_items_in_batch"] = self.accelerator.gather(
                     out["completion_mask"].sum()).sum()
-                dropped = 1.0 - keep.float().mean().item()
+                out["filter_keep"] = keep
+                dropped = 1.0 - self._filter_keep.float().mean().item()
+                # TRL logs the reward over kept rows only; the run's reward is over all of them.
+                self._metrics[mode]["reward"][-1] = self._shaped_rewards.mean().item()
+                self._metrics[mode]["reward_std"][-1] = self._shaped_rewards.std().item()
             self._metrics[mode]["filter/frac_dropped"].append(dropped)
         return out
 
-    # -- fault injection for the reliability tests (off unless `faults.*` is set) ----------
+    # -- the loss: per-sequence averages over kept samples; fault injection ---------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        keep = inputs.get("filter_keep")
+        if keep is not None and self.loss_type in PER_SEQUENCE_LOSSES:
+            loss = loss * keep.numel() / keep.sum().clamp(min=1)
         at = self.faults.get("nan_loss_at_step")
         if at is not None and self.state.global_step + 1 >= at:
             loss = loss * float("nan")

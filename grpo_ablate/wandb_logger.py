@@ -1,14 +1,31 @@
-"""W&B, per run: one run per arm x seed (group = sweep, job_type = arm, the full resolved
-config). It must never block or break training: any failure to start is a warning and the
-run goes on without W&B."""
+"""W&B, per run: one run per arm x seed (group = sweep, job_type = arm, grpo-ablate's
+resolved config as the run config, so W&B's filters and parallel coordinates work on trick
+keys). Training metrics (the history keys, not TRL's profiling timers) and every held-out
+evaluation are logged as curves against the optimizer step.
+
+It must never block or break training: any failure to start or log is a warning and the run
+goes on without W&B. transformers' own W&B callback is not used: it would replace the run
+config with TRL's flattened arguments and the model config, and log profiling timers."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 log = logging.getLogger(__name__)
+STEP = "train/global_step"
+
+
+def wandb_run_id(run_id: str, sweep_dir: str) -> str:
+    """Unique per sweep folder (two sweeps of the same runs must not collide when synced);
+    the run's identity (run_id) stays what it is and is in the config and name."""
+    where = str(Path(sweep_dir).resolve())
+    return f"{run_id}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
 
 
 def start_run(config: dict, arm: str, seed: int, run_id: str, sweep_dir: str):
@@ -20,16 +37,46 @@ def start_run(config: dict, arm: str, seed: int, run_id: str, sweep_dir: str):
 
         # Passed explicitly: W&B reads WANDB_* once per process, and a one-process multirun
         # must not inherit the previous job's run.
-        return wandb.init(
+        run = wandb.init(
             project=lg["project"], entity=lg["entity"], group=config["sweep_name"],
-            job_type=arm, name=f"{arm}-seed{seed}", id=f"{run_id}-{seed}"[:32], config=config,
+            job_type=arm, name=f"{arm}-seed{seed}", id=wandb_run_id(run_id, sweep_dir),
+            config={**config, "run_id": run_id},
             tags=[arm, config["model"]["name"], config["task"]["name"]],
             mode=lg["mode"], dir=lg["dir"] or sweep_dir, reinit="finish_previous",
             settings=wandb.Settings(silent=True, init_timeout=60, console="off"),
         )
+        run.define_metric(STEP)
+        run.define_metric("*", step_metric=STEP)
+        return run
     except Exception as exc:  # noqa: BLE001 - W&B must never stop a run
         log.warning("W&B did not start (%s); the run goes on without it", exc)
         return None
+
+
+def _log(run, step: int, values: dict[str, Any]) -> None:
+    if run is None:
+        return
+    try:
+        run.log({**{k: v for k, v in values.items() if isinstance(v, int | float)
+                    and math.isfinite(v)}, STEP: step})
+    except Exception as exc:  # noqa: BLE001
+        log.warning("W&B did not log (%s)", exc)
+
+
+def log_eval(run, step: int, prefix: str, metrics: dict[str, float]) -> None:
+    """One held-out evaluation (eval/*, raw/eval/*) at its optimizer step."""
+    _log(run, step, {f"{prefix}{k}": v for k, v in metrics.items()})
+
+
+class WandbHistoryCallback(TrainerCallback):
+    """Per-step training metrics to W&B under train/, the keys kept in history.jsonl."""
+
+    def __init__(self, run, keys: tuple[str, ...]) -> None:
+        self.run, self.keys = run, keys
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "train_runtime" not in logs:
+            _log(self.run, state.global_step, {f"train/{k}": logs[k] for k in self.keys if k in logs})
 
 
 def finish_run(run, metrics: dict[str, Any], status: str) -> None:

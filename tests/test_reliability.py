@@ -237,7 +237,7 @@ def test_corrupt_record_is_reported_by_path_and_excluded(tmp_path, capsys):
             rec = RunRecord(run_id=f"{arm}{seed}", sweep="s", arm=arm, seed=seed, model="m",
                             task="t", status="completed", error=None, config={},
                             metrics={"eval/accuracy": 0.5 + shift + 0.01 * seed}, stability={},
-                            diagnostics=[], steps=1, wall_seconds=0.0, cost={}, versions={},
+                            diagnostics=[], steps=1, wall_seconds=0.0, cost={}, activity={}, versions={},
                             git_sha=None)
             write_record(tmp_path / "runs" / rec.run_id, rec, [])
     edited = tmp_path / "runs" / "x3" / "record.json"
@@ -252,8 +252,9 @@ def test_corrupt_record_is_reported_by_path_and_excluded(tmp_path, capsys):
     rep = json.loads((tmp_path / "report.json").read_text())
     assert len(rep["warnings"]) == 2
     arm = rep["strata"][0]["arms"][0]
-    assert arm["n"] == 2 and arm["test"] == "welch_t"  # seeds 2, 3 excluded, and said so
-    assert "baseline only: [2, 3]" in arm["notes"][0]
+    # Seeds 2 and 3 excluded, and said so; the 2 left keep their baseline partners.
+    assert arm["n"] == 2 and arm["test"] == "paired_t"
+    assert "left out: arm seeds [], baseline seeds [2, 3]" in arm["notes"][0]
 
 
 # ---------------------------------------------------------------------------- determinism

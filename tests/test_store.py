@@ -22,7 +22,7 @@ def make_record(arm="baseline", seed=0, acc=0.5, status="completed"):
                      task="arithmetic", status=status, error=None, config={"seed": seed},
                      metrics={"eval/accuracy": acc, "eval/sampled_accuracy": math.nan},
                      stability={"kl_max": None}, diagnostics=[], steps=3, wall_seconds=1.0,
-                     cost={"completions": 10}, versions={"trl": "x"}, git_sha=None)
+                     cost={"completions": 10}, activity={}, versions={"trl": "x"}, git_sha=None)
 
 
 def test_write_read_roundtrip(tmp_path):

@@ -14,7 +14,7 @@ from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.table import load_results
 from grpo_ablate.store import atomic_write_text, jsonable
 
-SECONDARY = ["eval/reward_mean", "eval/sampled_accuracy", "ema/eval/accuracy"]
+SECONDARY = ["eval/reward_mean", "eval/sampled_accuracy", "eval/sampled_accuracy_train_temp"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,26 +24,45 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(args: list[str]) -> argparse.Namespace:
     p = _Parser(prog="grpo-ablate report", add_help=True)
-    p.add_argument("path")
+    p.add_argument("path", nargs="+", help="sweep folder(s), or one CSV")
     p.add_argument("--metric", default="eval/accuracy")
+    p.add_argument("--direction", choices=["higher", "lower"], default=None,
+                   help="which way is better (default: lower for losses, KL, grad norm, "
+                        "regret, volatility; higher otherwise)")
     p.add_argument("--baseline", default="baseline")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--correction", choices=["holm", "bh"], default="holm")
     p.add_argument("--min-effect", type=float, default=0.01,
                    help="smallest effect worth knowing, in metric units (default 0.01)")
-    p.add_argument("--out", default=None, help="output folder (default: PATH, or beside a CSV)")
+    p.add_argument("--inert-below", type=float, default=0.05,
+                   help="an arm whose trick acted on less than this fraction is 'inert'")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: PATH for one sweep folder, beside a CSV; "
+                        "required for several folders)")
     p.add_argument("--no-figures", action="store_true")
     ns = p.parse_args(args)
     if not 0 < ns.alpha < 1:
         raise UserError(f"--alpha {ns.alpha}: must be in (0, 1)")
     if not ns.min_effect > 0:
         raise UserError(f"--min-effect {ns.min_effect}: must be > 0")
+    if not 0 <= ns.inert_below < 1:
+        raise UserError(f"--inert-below {ns.inert_below}: must be in [0, 1)")
+    if len(ns.path) > 1 and ns.out is None:
+        raise UserError("report: several sweep folders need --out DIR for the combined report")
     return ns
 
 
-def build_report(path: str | Path, settings: Settings) -> tuple[dict, list[str], object]:
-    df, warnings = load_results(path)
+def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], object]:
+    df, warnings = load_results(paths)
     return analyse(df, settings, secondary=SECONDARY), warnings, df
+
+
+def recipe_departures(df, baseline: str) -> list[str]:
+    """Where the baseline runs' config departs from the review's recipe (records only)."""
+    if "recipe_departures" not in df.columns:
+        return []
+    texts = df.loc[df["arm"] == baseline, "recipe_departures"]
+    return sorted({d for t in texts.dropna() for d in str(t).split("; ") if d})
 
 
 CONSOLE_SKIPS = ("Stability", "Monitoring", "Figures")  # long tables stay in report.md
@@ -59,18 +78,21 @@ def console_summary(md: str) -> str:
 def main(args: list[str]) -> int:
     ns = parse_args(args)
     settings = Settings(metric=ns.metric, baseline=ns.baseline, alpha=ns.alpha,
-                        correction=ns.correction, min_effect=ns.min_effect)
-    report, warnings, df = build_report(ns.path, settings)
-    src = Path(ns.path)
+                        correction=ns.correction, min_effect=ns.min_effect,
+                        direction=ns.direction, inert_below=ns.inert_below)
+    paths = [Path(p) for p in ns.path]
+    report, warnings, df = build_report(paths, settings)
+    src = paths[0]
     out = Path(ns.out) if ns.out else (src if src.is_dir() else src.parent / f"{src.stem}-report")
     for w in warnings:
-        print(f"warning: corrupt record excluded: {w}", file=sys.stderr)
+        print(f"warning: {w}", file=sys.stderr)
     report["warnings"] = warnings
+    report["recipe_departures"] = recipe_departures(df, settings.baseline)
     figures = []
     if not ns.no_figures:
         from grpo_ablate.report.figures import write_figures
 
-        figures = write_figures(report, df, src if src.is_dir() else None, out / "figures")
+        figures = write_figures(report, df, out / "figures")
     md = render_markdown(report, figures)
     atomic_write_text(out / "report.json", json.dumps(jsonable(report), indent=1,
                                                       allow_nan=False) + "\n")

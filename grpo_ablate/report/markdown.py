@@ -1,10 +1,12 @@
-"""report.md: the design, the verdict table, then stability, strata, the single-run
-illusion, the recipe, diagnostics and failures."""
+"""report.md: the design, the verdict table (with each trick's activity and budget), then
+EMA against raw weights, stability, strata, the single-run illusion, the recipe,
+diagnostics and failures."""
 
 from __future__ import annotations
 
 VERDICT_MARK = {"improves": "improves", "harms": "**harms**", "negligible": "negligible",
-                "no_effect": "no effect", "inconclusive": "inconclusive"}
+                "no_effect": "no effect", "inert": "inert (not tested)",
+                "inconclusive": "inconclusive"}
 
 
 def _f(x, digits: int = 3) -> str:
@@ -19,67 +21,144 @@ def _p(x) -> str:
     return "-" if x is None else ("<0.001" if x < 0.001 else f"{x:.3f}")
 
 
+def _order(arms: list[dict], direction: str) -> list[dict]:
+    """Best first, in the metric's direction; untestable arms last."""
+    sign = -1 if direction == "higher" else 1
+    return sorted(arms, key=lambda e: sign * e["diff"] if e["diff"] is not None else 9)
+
+
 def render_markdown(report: dict, figures: list[str]) -> str:
-    m, a = report["metric"], report["alpha"]
+    m, a, direction = report["metric"], report["alpha"], report["direction"]
     lines = ["# grpo-ablate report", ""]
     for st in report["strata"]:
         base = st["baseline"]
         tests = sorted({x["test"] for x in st["arms"]})
         lines += [
             f"## Design: model `{st['model']}`, task `{st['task']}`", "",
-            f"- Metric: `{m}` (higher is better). Baseline arm `{report['baseline']}`: "
+            f"- Metric: `{m}` ({direction} is better). Baseline arm `{report['baseline']}`: "
             f"n={base['n']}, mean {_f(base['mean'])} ± {_f(base['std'])} (std over seeds).",
-            f"- Arms compared: {len(st['arms'])}; test: {', '.join(tests)} (paired when seeds are "
-            "matched across arms, Welch otherwise; chosen from the design, not the results).",
+            f"- Arms compared: {len(st['arms'])}; test: {', '.join(tests) or '-'} (paired on "
+            "the seeds arm and baseline share, Welch when too few are shared; chosen from the "
+            "design, not the results).",
             f"- alpha {a}, {report['correction'].upper()} correction over {st['comparisons']} "
-            f"comparisons; min-effect ±{report['min_effect']} (smaller differences do not "
-            "matter); secondary and stability metrics BH-corrected.",
+            f"comparisons, for both significance and equivalence; min-effect "
+            f"±{report['min_effect']} (smaller differences do not matter); secondary and "
+            "stability metrics BH-corrected.",
             "- Verdicts: improves/harms = corrected p < alpha and the 95% CI excludes 0; "
-            "negligible = significant but inside ±min-effect; no effect = TOST equivalence "
-            "within ±min-effect; inconclusive = neither (more seeds listed).", "",
+            "negligible = significant but inside ±min-effect; no effect = corrected TOST "
+            "equivalence within ±min-effect; inert = the trick acted on fewer than "
+            f"{report['inert_below']:.0%} of its units (or is the baseline by construction), so "
+            "the run did not test it; inconclusive = none of these (more seeds listed).", "",
             "## Verdicts", "",
             "| arm | n | mean ± std | diff | 95% CI | p | p adj | effect | MDE | verdict |"
-            " seeds needed | diverged/failed |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            " seeds needed | acted | budget vs baseline | diverged/failed |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for x in sorted(st["arms"], key=lambda e: -(e["diff"] if e["diff"] is not None else -9)):
+        for x in _order(st["arms"], direction):
             lines.append(
                 f"| {x['arm']} | {x['n']} | {_f(x['mean'])} ± {_f(x['std'])} | {_f(x['diff'])} "
                 f"| [{_f(x['ci_low'])}, {_f(x['ci_high'])}] | {_p(x['p_value'])} "
                 f"| {_p(x['p_adjusted'])} | {_f(x['effect_size'], 2)} | {_f(x['mde'])} "
                 f"| {VERDICT_MARK[x['verdict']]} | {_f(x['seeds_needed'])} "
+                f"| {_acted(x.get('activity'))} | {_budget_cell(st.get('budget', {}).get(x['arm']))} "
                 f"| {x['runs_diverged']}/{x['runs_failed']} |")
         notes = [(x["arm"], n) for x in st["arms"] for n in x["notes"]]
         if notes:
             lines += ["", "Notes:"] + [f"- {arm}: {n}" for arm, n in notes]
         lines += ["", "Robustness (never decides): Wilcoxon/Mann-Whitney p, permutation p, "
-                  "P(trick > baseline):", ""]
+                  "P(trick better than baseline):", ""]
         lines += [f"- {x['arm']}: {_p(x['robust_p'])}, {_p(x['permutation_p'])}, "
                   f"{_f(x['prob_improvement'], 2)}" for x in st["arms"]]
-        lines += _stability(st) + _illusion(st) + _recipe(st) + _diag(st) + _failures(st)
+        lines += (_activity(st) + _budget(st) + _ema(st, m) + _stability(st) + _illusion(st)
+                  + _recipe(st) + _diag(st) + _failures(st))
     if len(report["strata"]) > 1:
         lines += _strata(report)
+    if report.get("strata_without_baseline"):
+        lines += ["", "## Strata without a baseline (not analysed)", ""]
+        lines += [f"- {s['model']}/{s['task']}: {s['runs']} runs of {', '.join(s['arms'])}; no "
+                  f"`{report['baseline']}` runs to compare with"
+                  for s in report["strata_without_baseline"]]
+    if report.get("recipe_departures"):
+        lines += ["", "## Where the baseline departs from the review's recipe", ""]
+        lines += [f"- {d}" for d in report["recipe_departures"]]
     if report.get("warnings"):
-        lines += ["", "## Corrupt records (excluded)", ""] + [f"- {w}" for w in report["warnings"]]
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in report["warnings"]]
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in figures]
     return "\n".join(lines) + "\n"
+
+
+def _acted(act: dict | None) -> str:
+    return "-" if not act else f"{act['acted']:.0%}"
+
+
+def _budget_cell(b: dict | None) -> str:
+    if not b:
+        return "-"
+    if not b["differs"]:
+        return "same"
+    names = {"optimizer_steps": "steps", "completions": "completions", "total_lr": "total LR"}
+    return ", ".join(f"{names[k]} x{b['ratio'][k]:.2f}" for k in b["differs"])
+
+
+def _activity(st: dict) -> list[str]:
+    acts = [(x["arm"], x["activity"]) for x in st["arms"] if x.get("activity")]
+    if not acts:
+        return []
+    out = ["", "## How much each trick acted", "",
+           "| arm | acted | what was counted | details |", "|---|---|---|---|"]
+    for arm, act in acts:
+        details = ", ".join(f"{k}={_f(v)}" for k, v in sorted(act["details"].items()))
+        out.append(f"| {arm} | {act['acted']:.1%} | {act['measure'] or '-'} | {details or '-'} |")
+    return out
+
+
+def _budget(st: dict) -> list[str]:
+    b = st.get("budget") or {}
+    if not b:
+        return []
+    keys = [k for k in ("optimizer_steps", "completions", "completion_tokens", "total_lr")
+            if k in next(iter(b.values()))]
+    out = ["", "## Budget per arm (means over runs; ratio to the baseline)", "",
+           "| arm | " + " | ".join(keys) + " | differs |", "|---|" + "---|" * (len(keys) + 1)]
+    for arm, row in b.items():
+        cells = [f"{_f(row[k], 4 if k == 'total_lr' else 0)} (x{_f(row['ratio'][k], 2)})"
+                 for k in keys]
+        out.append(f"| {arm} | " + " | ".join(cells) + f" | {', '.join(row['differs']) or '-'} |")
+    out += ["", "An arm whose planned budget differs (steps, completions, total learning rate) "
+            "changes more than its one knob: read its verdict with that in mind, or sweep with "
+            "`budget.match=completions`."]
+    return out
+
+
+def _ema(st: dict, metric: str) -> list[str]:
+    rows = st.get("ema_vs_raw") or []
+    if not rows:
+        return []
+    out = ["", "## Averaged (EMA) against raw weights, within the arm (paired by seed)", "",
+           f"| arm | n | EMA {metric} | raw | diff | 95% CI | p adj | regret EMA | regret raw |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['arm']} | {r['n']} | {_f(r['ema_mean'])} | {_f(r['raw_mean'])} "
+                   f"| {_f(r['diff'])} | [{_f(r['ci_low'])}, {_f(r['ci_high'])}] "
+                   f"| {_p(r['p_adjusted'])} | {_f(r['regret_ema'])} | {_f(r['regret_raw'])} |")
+    return out
 
 
 def _stability(st: dict) -> list[str]:
     if not st["stability"]:
         return []
     metrics = list(st["stability"])
-    out = ["", "## Stability (difference to baseline; * = BH-significant)", "",
+    out = ["", "## Stability (difference to baseline; * = BH-significant; lower is better "
+           "except entropy_ratio_final)", "",
            "| arm | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
-    arms = [x["arm"] for x in st["arms"]]
-    for arm in arms:
+    for x in st["arms"]:
         cells = []
         for m in metrics:
-            e = next(x for x in st["stability"][m] if x["arm"] == arm)
+            e = next(y for y in st["stability"][m] if y["arm"] == x["arm"])
             star = "*" if e["p_adjusted"] is not None and e["p_adjusted"] < 0.05 else ""
             cells.append(f"{_f(e['diff'])}{star}")
-        out.append(f"| {arm} | " + " | ".join(cells) + " |")
+        out.append(f"| {x['arm']} | " + " | ".join(cells) + " |")
     return out
 
 
@@ -106,6 +185,7 @@ def _recipe(st: dict) -> list[str]:
             f"- Baseline plus: {', '.join(r['keep']) or 'nothing (no trick significantly improves)'}",
             f"- Safe to drop (shown to do nothing that matters): {', '.join(r['safe_to_drop']) or '-'}",
             f"- Avoid (significantly harms): {', '.join(r['avoid']) or '-'}",
+            f"- Not tested here (the trick hardly acted): {', '.join(r['untested']) or '-'}",
             f"- Undecided: {und or '-'}"]
 
 

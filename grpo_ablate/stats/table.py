@@ -1,15 +1,39 @@
 """Results as one table, one row per run: `arm, seed, model, task, status` plus one column
-per metric. Read from a sweep folder of records or from a CSV (shared/DESIGN.md)."""
+per metric. Read from sweep folders of records or from a CSV (shared/DESIGN.md).
+
+Everything the statistics could silently get wrong is settled here, once, at load: column
+types (plain Python strings, not pyarrow-backed ones, which made every comparison slow),
+status spelling, empty identity cells, non-finite metric values (missing, with a note) and
+duplicated (arm, seed) rows (exact copies dropped with a note, conflicting ones refused).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from grpo_ablate.errors import UserError
+from grpo_ablate.recipe import recipe_departures
 
 ID_COLUMNS = ("arm", "seed", "model", "task", "status")
+STATUSES = ("completed", "diverged", "failed")
+KEY = ["model", "task", "arm", "seed"]
+# Keys that never change a run's computation: two arms whose configs differ only here are
+# identical by construction.
+_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "logger", "cache")
+
+
+def computation_key(config: dict) -> str:
+    """A hash of what a run computes, without the arm's name and the seed."""
+    ident = {k: v for k, v in config.items() if k not in _BOOKKEEPING}
+    trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
+    blob = json.dumps({**ident, "trainer": trainer}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def records_table(records) -> pd.DataFrame:
@@ -17,44 +41,137 @@ def records_table(records) -> pd.DataFrame:
     for r in records:
         row = {"arm": r.arm, "seed": r.seed, "model": r.model, "task": r.task,
                "status": r.status, "run_id": r.run_id, "error": r.error,
-               "n_diagnostics": len(r.diagnostics),
+               "sweep_dir": getattr(r, "source_dir", None),
+               "config_key": computation_key(r.config) if r.config else None,
+               "recipe_departures": "; ".join(recipe_departures(r.config)),
                "diagnostic_rules": ",".join(sorted({d["rule"] for d in r.diagnostics})),
-               "completions": r.cost.get("completions"), "wall_seconds": r.wall_seconds}
-        row.update({k: (float("nan") if v is None else v) for k, v in r.metrics.items()})
-        row.update({f"stability/{k}": (float("nan") if v is None else v)
+               "wall_seconds": r.wall_seconds}
+        row.update({k: (math.nan if v is None else v) for k, v in r.metrics.items()})
+        row.update({f"stability/{k}": (math.nan if v is None else v)
                     for k, v in r.stability.items()})
+        row.update({f"budget/{k}": v for k, v in r.cost.items() if isinstance(v, int | float)})
+        act = r.activity or {}
+        row["activity"] = act.get("acted", math.nan)
+        row["activity_measure"] = act.get("measure")
+        row.update({f"activity/{k}": v for k, v in (act.get("details") or {}).items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def load_results(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
-    """The table and any warnings (corrupt records are reported by path and excluded)."""
-    from grpo_ablate.store import scan_records
+def load_results(paths: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
+    """The table and its warnings (corrupt records by path, dropped duplicates), from one
+    or more sweep folders, or one CSV."""
+    paths = [Path(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
+    if len(paths) == 1 and not paths[0].is_dir():
+        df, warnings = _load_csv(paths[0]), []
+    else:
+        from grpo_ablate.store import scan_records
 
-    path = Path(path)
-    if path.is_dir():
-        records, problems = scan_records(path)
+        records, warnings = [], []
+        for path in paths:
+            if not path.is_dir():
+                raise UserError(f"{path}: not a sweep folder; allowed: sweep folders, or one CSV")
+            found, problems = scan_records(path)
+            records += found
+            warnings += problems
         if not records:
-            raise UserError(f"{path}: no valid run records under runs/*/record.json"
-                            + (f" ({len(problems)} corrupt)" if problems else ""))
-        return records_table(records), problems
+            raise UserError(f"{', '.join(map(str, paths))}: no valid run records under "
+                            "runs/*/record.json" + (f" ({len(warnings)} corrupt)" if warnings else ""))
+        df = records_table(records)
+    df, notes = _normalise(df)
+    return df, warnings + notes
+
+
+def _load_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise UserError(f"{path}: no such file or folder; allowed: a sweep folder or a CSV")
     if path.suffix == ".json":
         raise UserError(f"{path}: a JSON file; allowed: a sweep folder (its runs/*/record.json "
                         "are read) or a CSV")
     try:
-        df = pd.read_csv(path)
+        # Identity columns as plain strings; metrics as text first, converted below so a bad
+        # cell can be named.
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from None
+    df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in ("arm", "seed") if c not in df.columns]
     if missing:
         raise UserError(f"{path}: CSV lacks column(s) {', '.join(missing)}; required: arm, seed, "
                         "one column per metric; optional: model, task, status")
-    if not pd.api.types.is_numeric_dtype(df["seed"]):
-        raise UserError(f"{path}: column seed must hold integers")
+    df = df.astype(object)
+    for col in ("arm", "model", "task", "status"):
+        if col in df.columns:
+            df[col] = df[col].map(lambda v: str(v).strip())
+    seeds = pd.to_numeric(df["seed"].str.strip(), errors="coerce")
+    bad = df.index[seeds.isna() | (seeds % 1 != 0)]
+    if len(bad):
+        raise UserError(f"{path}: column seed must hold integers; row {bad[0] + 2} holds "
+                        f"{df.loc[bad[0], 'seed']!r}")
+    df["seed"] = seeds.astype(int)
+    for col in ("arm", "model", "task"):
+        if col in df.columns:
+            empty = df.index[df[col] == ""]
+            if len(empty):
+                rows = ", ".join(str(i + 2) for i in empty[:5])
+                raise UserError(f"{path}: empty {col} cell in row(s) {rows}; allowed: a name in "
+                                f"every row (or no {col} column at all)")
     for col, default in (("model", "-"), ("task", "-"), ("status", "completed")):
         if col not in df.columns:
             df[col] = default
-    df["arm"] = df["arm"].astype(str)
-    return df, []
+    # Blank status = completed, as when the column is absent; any other spelling of a known
+    # status is normalised; an unknown status is refused.
+    df["status"] = df["status"].str.lower().replace("", "completed")
+    unknown = sorted(set(df["status"]) - set(STATUSES))
+    if unknown:
+        raise UserError(f"{path}: status {unknown[0]!r} unknown; allowed: "
+                        f"{', '.join(STATUSES)} (any case), or blank for completed")
+    for col in df.columns:
+        if col not in ID_COLUMNS:
+            df[col] = _numeric_or_text(df[col])
+    return df
+
+
+def _numeric_or_text(col: pd.Series) -> pd.Series:
+    """A metric column as float64 (blank -> NaN), or left as text if a cell is not a number."""
+    text = col.map(lambda v: str(v).strip())
+    num = pd.to_numeric(text.replace("", np.nan), errors="coerce")
+    bad = num.isna() & (text != "") & ~text.str.lower().isin(["nan", "na", "null", "none"])
+    return col if bad.any() else num.astype(float)
+
+
+def _normalise(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Non-finite metrics become NaN (missing, said in the comparison's notes); exact
+    duplicate runs are dropped with a note; conflicting duplicates are refused."""
+    notes = []
+    for col in df.columns:
+        if col not in ID_COLUMNS and pd.api.types.is_float_dtype(df[col]):
+            df[col] = df[col].where(np.isfinite(df[col].to_numpy()), np.nan)
+    for col in ("arm", "model", "task", "status"):
+        df[col] = df[col].astype(object)
+    df["seed"] = df["seed"].astype(int)
+    dup = df.duplicated(KEY, keep=False)
+    if dup.any():
+        value_cols = [c for c in df.columns if c not in ("run_id", "sweep_dir", "wall_seconds",
+                                                         "budget/wall_seconds")]
+        groups = df[dup].groupby(KEY, sort=True)
+        conflicts = [k for k, g in groups if len(g[value_cols].astype(str).drop_duplicates()) > 1]
+        if conflicts:
+            names = "; ".join(f"arm={a} seed={s}" + ("" if (m, t) == ("-", "-") else f" ({m}/{t})")
+                              for m, t, a, s in conflicts[:5])
+            raise UserError(f"duplicate runs with different results: {names}; allowed: one run "
+                            "per (model, task, arm, seed): remove or rename the extra rows")
+        copies = [k for k, _ in groups]
+        df = df.drop_duplicates(KEY, keep="first").reset_index(drop=True)
+        notes.append(f"{len(copies)} exact duplicate run(s) dropped, kept once: " + "; ".join(
+            f"arm={a} seed={s}" for _, _, a, s in copies[:5]))
+    return df, notes
+
+
+def metric_columns(df: pd.DataFrame) -> list[str]:
+    """Numeric columns a user could pick as --metric."""
+    skip = set(ID_COLUMNS) | {"run_id", "error", "sweep_dir", "config_key", "diagnostic_rules",
+                              "recipe_departures",
+                              "wall_seconds", "activity", "activity_measure"}
+    return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])
+            and not c.startswith(("budget/", "activity/"))]

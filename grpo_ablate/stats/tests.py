@@ -1,15 +1,24 @@
 """One arm against the baseline: the test, CI, equivalence, effect size and power.
 
 Paired when seeds are matched (seed s gives every arm the same prompts), Welch otherwise;
-the caller decides from the design, never from the results."""
+the caller decides from the design, never from the results. The t statistics are written
+in closed form (numpy + scipy's t distribution): the same numbers as `ttest_rel` /
+`ttest_ind(equal_var=False)` (tests/test_stats.py checks), without their per-call cost.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
+
+# Differences whose spread is this small relative to the values are exact shifts: decimals
+# like 0.61 + 0.03 give an sd of 4e-17, not a measurement (a t-test would say p = 1e-105).
+RELATIVE_ZERO_SD = 1e-9
+BOOTSTRAP_RESAMPLES = 2000  # BCa at n >= 20; scipy's default 9999 cost seconds per report
 
 
 @dataclass
@@ -23,16 +32,25 @@ class Comparison:
     effect_size: float
     tost_p: float
     sd: float                  # sd of paired differences, or pooled sd for Welch
+    n_base: int = 0            # baseline runs used (Welch: may differ from n)
     correlation: float | None = None
     robust_p: float = math.nan  # Wilcoxon / Mann-Whitney: a column that never decides
     permutation_p: float = math.nan
     prob_improvement: float = math.nan
+    exact: bool = False        # the difference is the same on every seed (zero variance)
     notes: list[str] = field(default_factory=list)
 
 
-def _nan_comparison(test: str, n: int, diff: float, note: str) -> Comparison:
+def _nan_comparison(test: str, n: int, diff: float, note: str, sd: float = math.nan,
+                    exact: bool = False) -> Comparison:
     nan = math.nan
-    return Comparison(test, n, diff, nan, nan, nan, nan, nan, nan, notes=[note])
+    return Comparison(test, n, diff, nan, nan, nan, nan, nan, sd, exact=exact, notes=[note])
+
+
+def is_zero_spread(sd: float, *values: np.ndarray) -> bool:
+    """True when an sd is zero up to floating-point noise, relative to the data's scale."""
+    scale = max([1.0] + [float(np.max(np.abs(v))) for v in values if len(v)])
+    return sd <= RELATIVE_ZERO_SD * scale
 
 
 def paired_compare(trick: np.ndarray, base: np.ndarray, min_effect: float,
@@ -45,25 +63,29 @@ def paired_compare(trick: np.ndarray, base: np.ndarray, min_effect: float,
     if n < 2:
         return _nan_comparison("paired_t", n, diff, "fewer than 2 matched seeds: no test")
     sd = float(d.std(ddof=1))
-    if sd == 0.0:
-        return _nan_comparison("paired_t", n, diff,
-                               "zero variance of the differences: the t-test is undefined")
-    res = stats.ttest_rel(trick, base)
-    ci = res.confidence_interval(conf)
-    ci_low, ci_high = float(ci.low), float(ci.high)
+    if is_zero_spread(sd, trick, base):
+        same = bool(np.all(np.abs(d) <= RELATIVE_ZERO_SD * max(1.0, float(np.abs(base).max()))))
+        note = ("identical to the baseline on every matched seed" if same else
+                f"the same difference ({diff:+.4g}) on every matched seed: zero variance, "
+                "the t-test is undefined")
+        return _nan_comparison("paired_t", n, 0.0 if same else diff, note, sd=0.0, exact=True)
+    se = sd / math.sqrt(n)
+    t_stat = diff / se
+    half = _t_ppf(0.5 + conf / 2, n - 1) * se
+    ci_low, ci_high = diff - half, diff + half
     if n >= 20:  # BCa bootstrap over whole seeds (the differences are per seed)
         boot = stats.bootstrap((d,), np.mean, confidence_level=conf, method="BCa",
+                               n_resamples=BOOTSTRAP_RESAMPLES,
                                random_state=np.random.default_rng(seed))
         ci_low, ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
-    se = sd / math.sqrt(n)
     out = Comparison(
-        test="paired_t", n=n, diff=diff, ci_low=ci_low, ci_high=ci_high,
-        p_value=float(res.pvalue), effect_size=diff / sd,
+        test="paired_t", n=n, n_base=n, diff=diff, ci_low=float(ci_low), ci_high=float(ci_high),
+        p_value=float(2 * _t_sf(abs(t_stat), n - 1)), effect_size=diff / sd,
         tost_p=tost_p(diff, se, n - 1, min_effect), sd=sd,
-        correlation=_corr(trick, base),
-        prob_improvement=float(np.mean(d > 0) + 0.5 * np.mean(d == 0)),
     )
     if robust:  # the columns that never decide: skipped for secondary metrics (speed)
+        out.correlation = _corr(trick, base)
+        out.prob_improvement = float(np.mean(d > 0) + 0.5 * np.mean(d == 0))
         if np.any(d != 0):
             out.robust_p = float(stats.wilcoxon(d).pvalue)
         out.permutation_p = _sign_flip_p(d, seed)
@@ -77,29 +99,32 @@ def welch_compare(trick: np.ndarray, base: np.ndarray, min_effect: float,
     na, nb = len(a), len(b)
     diff = float(a.mean() - b.mean()) if na and nb else math.nan
     if na < 2 or nb < 2:
-        return _nan_comparison("welch_t", min(na, nb), diff, "fewer than 2 runs in an arm: no test")
-    va, vb = a.var(ddof=1), b.var(ddof=1)
-    if va == 0.0 and vb == 0.0:
-        return _nan_comparison("welch_t", min(na, nb), diff,
-                               "zero variance in both arms: the t-test is undefined")
-    res = stats.ttest_ind(a, b, equal_var=False)
-    ci = res.confidence_interval(conf)
-    ci_low, ci_high = float(ci.low), float(ci.high)
-    if min(na, nb) >= 20:
-        boot = stats.bootstrap((a, b), lambda x, y: np.mean(x) - np.mean(y), method="BCa",
-                               confidence_level=conf, random_state=np.random.default_rng(seed))
-        ci_low, ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+        return _nan_comparison("welch_t", na, diff, "fewer than 2 runs in an arm: no test")
+    va, vb = float(a.var(ddof=1)), float(b.var(ddof=1))
+    if is_zero_spread(math.sqrt(va), a, b) and is_zero_spread(math.sqrt(vb), a, b):
+        return _nan_comparison("welch_t", na, diff,
+                               "zero variance in both arms: the t-test is undefined",
+                               sd=0.0, exact=True)
     se = math.sqrt(va / na + vb / nb)
     df = (va / na + vb / nb) ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+    half = _t_ppf(0.5 + conf / 2, df) * se
+    ci_low, ci_high = diff - half, diff + half
+    if min(na, nb) >= 20:
+        boot = stats.bootstrap((a, b), lambda x, y, axis=-1: np.mean(x, axis=axis)
+                               - np.mean(y, axis=axis), method="BCa", vectorized=True,
+                               n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=conf,
+                               random_state=np.random.default_rng(seed))
+        ci_low, ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
     pooled = math.sqrt(((na - 1) * va + (nb - 1) * vb) / (na + nb - 2))
     hedges = (diff / pooled) * (1 - 3 / (4 * (na + nb) - 9)) if pooled > 0 else math.nan
     out = Comparison(
-        test="welch_t", n=min(na, nb), diff=diff, ci_low=ci_low, ci_high=ci_high,
-        p_value=float(res.pvalue), effect_size=hedges, tost_p=tost_p(diff, se, df, min_effect),
-        sd=pooled, prob_improvement=float(np.mean(a[:, None] > b[None, :])
-                                          + 0.5 * np.mean(a[:, None] == b[None, :])),
+        test="welch_t", n=na, n_base=nb, diff=diff, ci_low=float(ci_low), ci_high=float(ci_high),
+        p_value=float(2 * _t_sf(abs(diff / se), df)), effect_size=hedges,
+        tost_p=tost_p(diff, se, df, min_effect), sd=pooled,
     )
     if robust:
+        out.prob_improvement = float(np.mean(a[:, None] > b[None, :])
+                                     + 0.5 * np.mean(a[:, None] == b[None, :]))
         out.robust_p = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
         out.permutation_p = float(stats.permutation_test(
             (a, b), lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
@@ -112,23 +137,50 @@ def tost_p(diff: float, se: float, df: float, margin: float) -> float:
     """Two one-sided tests: small when the difference lies inside (-margin, +margin)."""
     if se <= 0 or margin <= 0:
         return math.nan
-    p_low = stats.t.sf((diff + margin) / se, df)    # H0: diff <= -margin
-    p_high = stats.t.cdf((diff - margin) / se, df)  # H0: diff >= +margin
+    p_low = _t_sf((diff + margin) / se, df)    # H0: diff <= -margin
+    p_high = _t_sf((margin - diff) / se, df)   # H0: diff >= +margin
     return float(max(p_low, p_high))
 
 
+# Student's t as scipy's special functions: the same values as stats.t.sf / ppf, without
+# the distribution object's per-call overhead (thousands of calls per report).
+def _t_sf(x: float, df: float) -> float:
+    return float(special.stdtr(df, -x))
+
+
+def _t_ppf(q: float, df: float) -> float:
+    return float(special.stdtrit(df, q))
+
+
 def _corr(a: np.ndarray, b: np.ndarray) -> float | None:
-    if len(a) < 3 or a.std() == 0 or b.std() == 0:
+    if len(a) < 3:
         return None
-    return float(np.corrcoef(a, b)[0, 1])
+    da, db = a - a.mean(), b - b.mean()
+    denom = math.sqrt(float(da @ da) * float(db @ db))
+    return float(da @ db / denom) if denom > 0 else None
+
+
+@lru_cache(maxsize=16)
+def _all_signs(n: int) -> np.ndarray:
+    """Every +-1 pattern of n signs (2^n x n)."""
+    bits = (np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1
+    return 1.0 - 2.0 * bits
 
 
 def _sign_flip_p(d: np.ndarray, seed: int) -> float:
-    """Exact (n <= 12) or Monte-Carlo sign-flip permutation p for the mean difference."""
-    res = stats.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True,
-                                 n_resamples=2000 if len(d) > 12 else np.inf,
-                                 random_state=np.random.default_rng(seed))
-    return float(res.pvalue)
+    """Sign-flip permutation p for the mean difference: exact over all 2^n patterns for
+    n <= 12, else 2000 random patterns (the observed one counted, as scipy does)."""
+    n = len(d)
+    if n <= 12:
+        signs = _all_signs(n)
+    else:
+        rng = np.random.default_rng(seed)
+        signs = rng.choice([-1.0, 1.0], size=(2000, n))
+    null = np.abs(signs @ d) / n
+    observed = abs(d.mean())
+    tol = 1e-14 * max(1.0, observed)
+    hits = float(np.sum(null >= observed - tol))
+    return min(1.0, hits / len(signs) if n <= 12 else (hits + 1) / (len(signs) + 1))
 
 
 # ---------------------------------------------------------------------------- power
@@ -139,54 +191,75 @@ def paired_power(effect: float, sd: float, n: int, alpha: float) -> float:
     return _t_power(effect / sd * math.sqrt(n), n - 1, alpha)
 
 
-def welch_power(effect: float, sd: float, n: int, alpha: float) -> float:
-    """Approximate two-sided power of a two-sample t-test with n runs per arm."""
-    if n < 2 or sd <= 0:
+def welch_power(effect: float, sd: float, n: int, alpha: float, n_base: int | None = None) -> float:
+    """Two-sided power of a two-sample t-test with n runs in the arm and n_base (default n)
+    in the baseline; the same approximation as statsmodels' TTestIndPower."""
+    nb = n if n_base is None else n_base
+    if n < 2 or nb < 2 or sd <= 0:
         return math.nan
-    return _t_power(effect / sd * math.sqrt(n / 2), 2 * n - 2, alpha)
+    return _t_power(effect / (sd * math.sqrt(1 / n + 1 / nb)), n + nb - 2, alpha)
 
 
 def _t_power(nc: float, df: float, alpha: float) -> float:
+    """P(|T| > crit) for a noncentral t. Both tails as survival functions: scipy's
+    `nct.cdf` returns NaN far in the tail (noncentrality ~10 at df 1-5), `nct.sf` does not."""
     crit = stats.t.ppf(1 - alpha / 2, df)
-    power = stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc)
-    if not math.isfinite(power):  # scipy's nct loses precision far in the tail
-        power = 1.0 if abs(nc) > crit else 0.0
-    return float(power)
+    power = stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc)
+    return float(min(1.0, power))
 
 
-def _power_fn(test: str):
-    return paired_power if test == "paired_t" else welch_power
+def power(test: str, effect: float, sd: float, n: int, alpha: float,
+          n_base: int | None = None) -> float:
+    if test == "paired_t":
+        return paired_power(effect, sd, n, alpha)
+    return welch_power(effect, sd, n, alpha, n_base)
 
 
-def mde(test: str, sd: float, n: int, alpha: float, power: float = 0.8) -> float:
-    """The smallest true difference detected with `power` at this n and alpha."""
-    fn = _power_fn(test)
-    if n < 2 or not sd > 0:
-        return math.nan
-    hi = sd
-    while fn(hi, sd, n, alpha) < power:
+@lru_cache(maxsize=4096)
+def _unit_mde(test: str, n: int, n_base: int, alpha: float, target: float) -> float:
+    """MDE for sd = 1 (the MDE scales linearly with sd), cached per design."""
+    def gap(e: float) -> float:
+        return power(test, e, 1.0, n, alpha, n_base) - target
+
+    hi = 1.0
+    while gap(hi) < 0:
         hi *= 2
-        if hi > 1e6 * sd:
+        if hi > 1e6:
             return math.inf
-    return float(optimize.brentq(lambda e: fn(e, sd, n, alpha) - power, 0.0, hi, xtol=1e-10))
+    return float(optimize.brentq(gap, 0.0, hi, xtol=1e-12))
 
 
-def seeds_needed(test: str, sd: float, effect: float, alpha: float, power: float = 0.8,
+def mde(test: str, sd: float, n: int, alpha: float, power_target: float = 0.8,
+        n_base: int | None = None) -> float:
+    """The smallest true difference detected with `power_target` at this design and alpha."""
+    nb = n if n_base is None else n_base
+    if n < 2 or nb < 2 or not sd > 0:
+        return math.nan
+    return sd * _unit_mde(test, n, nb, alpha, power_target)
+
+
+def seeds_needed(test: str, sd: float, effect: float, alpha: float, power_target: float = 0.8,
                  max_n: int = 10_000) -> int | None:
-    """Seeds per arm needed to detect `effect` with `power`; None when undefined."""
+    """Seeds per arm needed to detect `effect` with `power_target`; None when undefined."""
     if not sd > 0 or not effect > 0:
         return None
-    fn = _power_fn(test)
-    # Start just under the normal approximation, then step up to the exact t answer.
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    # The normal approximation is close; search the exact t answer around it, all at once.
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power_target)
     scale = 1.0 if test == "paired_t" else 2.0
-    n = max(2, int((z * sd / effect) ** 2 * scale) - 1)
-    if n > max_n:
+    guess = (z * sd / effect) ** 2 * scale
+    if guess > max_n:
         return None
-    while n > 2 and fn(effect, sd, n - 1, alpha) >= power:
-        n -= 1
-    while fn(effect, sd, n, alpha) < power:
-        n += 1
-        if n > max_n:
-            return None
-    return n
+    lo = 2
+    while lo <= max_n:
+        ns = np.arange(lo, min(max_n, max(lo + 64, int(guess * 1.5) + 8)) + 1)
+        if test == "paired_t":
+            df, nc = ns - 1.0, effect / sd * np.sqrt(ns)
+        else:
+            df, nc = 2.0 * ns - 2, effect / (sd * np.sqrt(2.0 / ns))
+        crit = stats.t.ppf(1 - alpha / 2, df)
+        pw = stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc)
+        ok = np.flatnonzero(pw >= power_target)
+        if len(ok):
+            return int(ns[ok[0]])
+        lo = int(ns[-1]) + 1
+    return None

@@ -13,6 +13,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_ablate.tasks.evaluation import isolated_rng
+
 MALFORMED_REWARD = -1.0  # no parseable number: the pathological outlier reward clipping targets
 
 
@@ -118,16 +120,15 @@ class ArithmeticTask:
 
     def evaluate(self, model, tokenizer, max_new_tokens: int, temperature: float,
                  sampled_k: int, seed: int) -> dict[str, float]:
-        """Held-out greedy accuracy and reward, and sampled accuracy (avg@k at the training
-        temperature). Runs in a forked RNG so it never changes the training run."""
+        """Held-out greedy accuracy and reward, and sampled accuracy (avg@k at `temperature`).
+        Runs in an isolated RNG so it never changes the training run."""
         import torch
 
         problems = self.eval_problems
         was_training = model.training
         model.eval()
         try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
-                torch.manual_seed(seed)
+            with isolated_rng(seed), torch.no_grad():
                 greedy = _generate(model, tokenizer, problems, max_new_tokens, None)
                 try:
                     sampled = _generate(model, tokenizer, problems * sampled_k, max_new_tokens,

@@ -1,0 +1,287 @@
+"""The statistics stage against an independent check's cases: each numbered case of the
+issue that found them, through the real `grpo-ablate report` on a CSV, compared with
+scipy / statsmodels / numerical integration computed here."""
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, stats
+from statsmodels.stats.power import TTestIndPower, TTestPower
+
+from grpo_ablate import cli
+from grpo_ablate.stats.decide import Settings, analyse, default_direction
+from grpo_ablate.stats.table import load_results
+from grpo_ablate.stats.tests import mde, paired_power, seeds_needed, welch_power
+
+
+def write_csv(tmp_path, rows, columns=None, name="r.csv"):
+    path = tmp_path / name
+    pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
+    return path
+
+
+def report(tmp_path, csv, *flags):
+    out = tmp_path / "out"
+    code = cli.main(["report", str(csv), "--out", str(out), *flags])
+    rep = json.loads((out / "report.json").read_text()) if code == 0 else None
+    return code, rep, out
+
+
+def bad(capsys, tmp_path, csv, *flags):
+    code, _, out = report(tmp_path, csv, *flags)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert not out.exists()
+    return lines[0]
+
+
+def arms_of(rep):
+    return {a["arm"]: a for a in rep["strata"][0]["arms"]}
+
+
+BASE = [0.61, 0.57, 0.66, 0.59, 0.63, 0.60]
+
+
+# 1 -----------------------------------------------------------------------------------
+def independent_power(nc: float, df: int, alpha: float) -> float:
+    """P(|T| > crit) by integrating over the chi-square variable: T = (Z + nc) / sqrt(V/df)."""
+    crit = stats.t.ppf(1 - alpha / 2, df)
+
+    def given_v(v):
+        s = crit * math.sqrt(v / df)
+        return (stats.norm.sf(s - nc) + stats.norm.cdf(-s - nc)) * stats.chi2.pdf(v, df)
+
+    return integrate.quad(given_v, 0, np.inf, limit=200)[0]
+
+
+@pytest.mark.parametrize("ratio", [0.2, 0.5, 1, 2, 5, 10, 10.1, 20, 35, 50])
+@pytest.mark.parametrize("n", [2, 3, 4, 6, 10])
+def test_power_is_finite_and_right_for_large_effect_to_sd_ratios(ratio, n):
+    ours = paired_power(ratio, 1.0, n, 0.05)
+    ref = TTestPower().power(ratio, n, 0.05)
+    exact = independent_power(ratio * math.sqrt(n), n - 1, 0.05)
+    assert math.isfinite(ours)
+    assert math.isclose(ours, exact, abs_tol=1e-6)
+    if math.isfinite(ref):  # statsmodels itself returns NaN far in the tail
+        assert math.isclose(ours, ref, abs_tol=1e-6)
+
+
+def test_seeds_needed_for_a_precise_arm(tmp_path):
+    rng = np.random.default_rng(1)
+    d = rng.normal(0, 1, 6)
+    d = 0.00198 * (d - d.mean()) / d.std(ddof=1) + 0.005
+    rows = [("baseline", s, v) for s, v in enumerate(BASE)]
+    rows += [("x", s, v + dv) for s, (v, dv) in enumerate(zip(BASE, d, strict=True))]
+    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
+                       "--min-effect", "0.02", "--no-figures")
+    need = arms_of(rep)["x"]["seeds_needed"]
+    sd = float(np.std(d, ddof=1))
+    assert need == 3
+    assert independent_power(0.02 / sd * math.sqrt(need), need - 1, 0.05) >= 0.8
+    assert independent_power(0.02 / sd * math.sqrt(need - 1), need - 2, 0.05) < 0.8
+
+
+# 2 -----------------------------------------------------------------------------------
+def test_a_decimal_shift_is_an_exact_shift_not_p_1e_minus_105(tmp_path):
+    rows = [("baseline", s, v) for s, v in enumerate(BASE)]
+    rows += [("x", s, v + 0.03) for s, v in enumerate(BASE)]
+    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
+                       "--no-figures")
+    x = arms_of(rep)["x"]
+    assert x["p_value"] is None and x["effect_size"] is None
+    assert x["verdict"] == "inconclusive"
+    assert any("the same difference (+0.03) on every matched seed" in n for n in x["notes"])
+
+
+def test_an_arm_identical_to_the_baseline_is_no_effect_exactly(tmp_path):
+    rows = [(arm, s, v) for arm in ("baseline", "same") for s, v in enumerate(BASE)]
+    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
+                       "--no-figures")
+    same = arms_of(rep)["same"]
+    assert same["verdict"] == "no_effect" and same["diff"] == 0.0
+    assert "identical to the baseline on every matched seed" in same["notes"]
+
+
+# 3 -----------------------------------------------------------------------------------
+def test_mde_of_unbalanced_welch_uses_both_sizes():
+    ref = TTestIndPower().solve_power(nobs1=5, ratio=1.6, alpha=0.05, power=0.8)
+    assert math.isclose(mde("welch_t", 1.0, 5, 0.05, n_base=8), ref, rel_tol=1e-6)
+    assert not math.isclose(mde("welch_t", 1.0, 5, 0.05), ref, rel_tol=1e-3)
+    p = TTestIndPower().power(0.7, nobs1=5, ratio=1.6, alpha=0.05)
+    assert math.isclose(welch_power(0.7, 1.0, 5, 0.05, n_base=8), p, rel_tol=1e-9)
+
+
+# 4 -----------------------------------------------------------------------------------
+def test_exact_duplicate_rows_are_dropped_with_a_note(tmp_path, capsys):
+    rows = [(arm, s, v + (0.05 if arm == "x" else 0) + 0.01 * (s % 2))
+            for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    rows.append(rows[-1])
+    code, rep, out = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]))
+    assert code == 0 and (out / "figures" / "forest.png").is_file()
+    assert arms_of(rep)["x"]["test"] == "paired_t" and arms_of(rep)["x"]["n"] == 6
+    assert any("1 exact duplicate run(s) dropped" in w for w in rep["warnings"])
+    assert "exact duplicate" in capsys.readouterr().err
+
+
+def test_conflicting_duplicate_rows_are_refused(tmp_path, capsys):
+    rows = [(arm, s, v) for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    rows.append(("x", 2, 0.99))
+    line = bad(capsys, tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]))
+    assert "duplicate runs with different results: arm=x seed=2" in line
+
+
+# 5 -----------------------------------------------------------------------------------
+def test_an_inf_cell_is_missing_with_a_note_and_no_warnings(tmp_path):
+    path = tmp_path / "inf.csv"
+    lines = ["arm,seed,eval/accuracy"] + [f"baseline,{s},{v}" for s, v in enumerate(BASE)]
+    lines += [f"x,{s},{v + 0.04 + 0.01 * (s % 3)}" for s, v in enumerate(BASE[:5])] + ["x,5,inf"]
+    path.write_text("\n".join(lines) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, rep, _ = report(tmp_path, path, "--no-figures")
+    x = arms_of(rep)["x"]
+    assert x["n"] == 5 and x["diff"] is not None and x["p_value"] is not None
+    assert any("missing or non-finite for seeds [5]" in n for n in x["notes"])
+
+
+# 6 -----------------------------------------------------------------------------------
+def test_a_non_numeric_metric_is_one_line(tmp_path, capsys):
+    rows = [(arm, s, "m1", v) for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    rows[3] = ("baseline", 3, "m1", "error")
+    csv = write_csv(tmp_path, rows, ["arm", "seed", "model", "eval/accuracy"])
+    line = bad(capsys, tmp_path, csv)
+    assert "--metric eval/accuracy: the column is not numeric (holds 'error')" in line
+    line = bad(capsys, tmp_path, csv, "--metric", "model")
+    assert "--metric model: no run has it" in line or "not numeric" in line
+
+
+# 7, 8 --------------------------------------------------------------------------------
+def test_status_spelling_is_normalised_and_blank_means_completed(tmp_path):
+    rows = [("baseline", s, "completed", v) for s, v in enumerate(BASE)]
+    rows += [("x", s, st, v + 0.04) for s, (st, v) in
+             enumerate(zip(["FAILED", "Failed", "", " Completed ", "diverged", ""], BASE, strict=True))]
+    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "status", "eval/accuracy"]),
+                       "--no-figures")
+    x = arms_of(rep)["x"]
+    assert x["runs_failed"] == 2 and x["n"] == 4 and x["runs_diverged"] == 1
+    assert sorted((f["seed"], f["status"]) for f in rep["strata"][0]["failures"]) == \
+        [(0, "failed"), (1, "failed"), (4, "diverged")]
+
+
+def test_an_unknown_status_is_one_line(tmp_path, capsys):
+    rows = [("baseline", s, "completed", v) for s, v in enumerate(BASE)]
+    rows += [("x", 0, "crashed", 0.5), ("x", 1, "completed", 0.6)]
+    line = bad(capsys, tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "status", "eval/accuracy"]))
+    assert "status 'crashed' unknown; allowed: completed, diverged, failed" in line
+
+
+# 9, 11 -------------------------------------------------------------------------------
+@pytest.mark.parametrize("column", ["task", "model", "arm"])
+def test_an_empty_identity_cell_is_one_line(tmp_path, capsys, column):
+    rows = [{"arm": arm, "seed": s, "model": "m", "task": "t", "eval/accuracy": v}
+            for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    rows[7][column] = ""
+    line = bad(capsys, tmp_path, write_csv(tmp_path, rows))
+    assert f"empty {column} cell in row(s) 9" in line
+
+
+# 10 ----------------------------------------------------------------------------------
+def test_a_stratum_without_baseline_is_named(tmp_path):
+    rows = [{"arm": arm, "seed": s, "task": "math", "eval/accuracy": v}
+            for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    rows += [{"arm": "x", "seed": s, "task": "code", "eval/accuracy": v} for s, v in enumerate(BASE)]
+    _, rep, out = report(tmp_path, write_csv(tmp_path, rows), "--no-figures")
+    assert [s["task"] for s in rep["strata"]] == ["math"]
+    assert rep["strata_without_baseline"] == [{"model": "-", "task": "code", "arms": ["x"], "runs": 6}]
+    assert "-/code: 6 runs of x; no `baseline` runs" in (out / "report.md").read_text()
+
+
+# 12 ----------------------------------------------------------------------------------
+def test_unknown_metric_lists_plain_metric_names(tmp_path, capsys):
+    rows = [(arm, s, v) for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    line = bad(capsys, tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "accuracy"]))
+    assert "--metric eval/accuracy: no run has it; available: accuracy" in line
+
+
+# 13 ----------------------------------------------------------------------------------
+def test_lower_is_better_metrics_flip_the_verdict(tmp_path):
+    rows = [(arm, s, v - (0.2 + 0.005 * (s % 3) if arm == "x" else 0))
+            for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    csv = write_csv(tmp_path, rows, ["arm", "seed", "eval/loss"])
+    _, rep, out = report(tmp_path, csv, "--metric", "eval/loss")
+    assert rep["direction"] == "lower" and arms_of(rep)["x"]["verdict"] == "improves"
+    assert "(lower is better)" in (out / "report.md").read_text()
+    assert rep["strata"][0]["recipe"]["keep"] == ["x"]
+    _, rep, _ = report(tmp_path, csv, "--metric", "eval/loss", "--direction", "higher")
+    assert arms_of(rep)["x"]["verdict"] == "harms"
+    assert default_direction("stability/kl_max") == "lower"
+    assert default_direction("entropy_ratio_final") == "higher"
+
+
+def test_stability_does_not_call_a_lower_kl_harms():
+    lower = {"baseline": 0.0, "x": 0.3}
+    rows = [{"arm": arm, "seed": s, "model": "m", "task": "t", "status": "completed",
+             "eval/accuracy": v,
+             "stability/kl_max": 0.5 + 0.1 * v - lower[arm] - (0.01 * (s % 3) if arm == "x" else 0)}
+            for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    rep = analyse(pd.DataFrame(rows), Settings())
+    assert rep["strata"][0]["stability"]["kl_max"][0]["verdict"] == "improves"
+
+
+# partial pairing ---------------------------------------------------------------------
+def test_arm_seeds_all_partnered_are_paired_on_those_seeds(tmp_path):
+    rng = np.random.default_rng(7)
+    seed_effect = rng.normal(0, 0.04, 8)
+    rows = [("baseline", s, 0.6 + seed_effect[s]) for s in range(8)]
+    arm = {s: 0.62 + seed_effect[s] + rng.normal(0, 0.005) for s in range(5)}
+    rows += [("x", s, v) for s, v in arm.items()]
+    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
+                       "--no-figures")
+    x = arms_of(rep)["x"]
+    ref = stats.ttest_rel([arm[s] for s in range(5)], [0.6 + seed_effect[s] for s in range(5)])
+    assert x["test"] == "paired_t" and math.isclose(x["p_value"], ref.pvalue)
+    assert "baseline seeds [5, 6, 7]" in x["notes"][0]
+
+
+def test_three_of_five_shared_seeds_are_paired_on_the_overlap(tmp_path):
+    rng = np.random.default_rng(3)
+    seed_effect = rng.normal(0, 0.04, 7)
+    base = {s: 0.6 + seed_effect[s] for s in range(5)}
+    arm = {s: 0.63 + seed_effect[s] + rng.normal(0, 0.004) for s in (2, 3, 4, 5, 6)}
+    rows = [("baseline", s, v) for s, v in base.items()] + [("x", s, v) for s, v in arm.items()]
+    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
+                       "--no-figures")
+    x = arms_of(rep)["x"]
+    ref = stats.ttest_rel([arm[s] for s in (2, 3, 4)], [base[s] for s in (2, 3, 4)])
+    assert x["test"] == "paired_t" and math.isclose(x["p_value"], ref.pvalue)
+    assert "left out: arm seeds [5, 6], baseline seeds [0, 1]" in x["notes"][0]
+
+
+def test_equivalence_p_values_are_holm_adjusted_like_significance():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(11)
+    seed_effect = rng.normal(0, 0.04, 6)
+    rows = [{"arm": arm, "seed": s, "model": "m", "task": "t", "status": "completed",
+             "eval/accuracy": 0.6 + seed_effect[s] + rng.normal(0, 0.004)}
+            for arm in ("baseline", "a", "b", "c") for s in range(6)]
+    arms = analyse(pd.DataFrame(rows), Settings(min_effect=0.01))["strata"][0]["arms"]
+    ref = multipletests([a["tost_p"] for a in arms], method="holm")[1]
+    assert np.allclose([a["tost_p_adjusted"] for a in arms], ref)
+
+
+def test_seeds_needed_matches_statsmodels_for_welch():
+    need = seeds_needed("welch_t", 0.03, 0.02, 0.05)
+    assert TTestIndPower().power(0.02 / 0.03, need, 0.05) >= 0.8 > \
+        TTestIndPower().power(0.02 / 0.03, need - 1, 0.05)
+
+
+def test_load_keeps_plain_string_columns(tmp_path):
+    rows = [(arm, s, v) for arm in ("baseline", "x") for s, v in enumerate(BASE)]
+    df, _ = load_results(write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]))
+    assert df["arm"].dtype == object and df["eval/accuracy"].dtype == np.float64
