@@ -59,8 +59,42 @@ def test_baseline_sets_moving_trl_defaults_explicitly():
     text = (CONF_DIR / "recipe" / "baseline.yaml").read_text()
     for key in ("loss_type", "scale_rewards", "beta", "num_iterations", "epsilon",
                 "mask_truncated_completions", "top_p", "temperature", "max_grad_norm",
-                "lr_scheduler_type", "num_generations"):
+                "lr_scheduler_type", "num_generations", "bf16", "gradient_checkpointing", "use_cpu"):
         assert f"  {key}:" in text, key
+    trainer = specs_for([], multirun=False)[0].config["trainer"]
+    assert trainer["loss_type"] == "grpo"  # the review's objective, not TRL's default dapo
+
+
+def test_device_and_precision_follow_the_machine():
+    import torch
+
+    trainer = specs_for(["trainer.use_cpu=null"], multirun=False)[0].config["trainer"]
+    assert trainer["use_cpu"] is (not torch.cuda.is_available())
+    if not torch.cuda.is_available():
+        assert trainer["bf16"] is False and trainer["gradient_checkpointing"] is False
+        with pytest.raises(UserError, match="trainer.bf16=true: bf16 on the CPU is emulated"):
+            specs_for(["trainer.bf16=true"], multirun=False)
+
+
+def test_budget_match_keeps_the_baselines_completions():
+    base = specs_for([], multirun=False)[0].config["trainer"]
+    g4 = specs_for(["trick=group_4", "budget.match=completions"], multirun=False)[0].config["trainer"]
+    assert g4["per_device_train_batch_size"] == base["per_device_train_batch_size"]
+    assert g4["per_device_train_batch_size"] // g4["num_generations"] == 16  # 4x the prompts
+    reuse = specs_for(["trick=reuse_2x_clip", "budget.match=completions"], multirun=False)[0]
+    assert reuse.config["trainer"]["max_steps"] == 2 * base["max_steps"]
+    plain = specs_for(["trick=group_4"], multirun=False)[0].config["trainer"]
+    assert plain["per_device_train_batch_size"] == 16  # by default G changes the completions
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["model=hf"], "model.path: missing for model=hf"),
+    (["model=hf", "model.path=org/name/extra"], "neither a local checkpoint nor a hub id"),
+    (["budget.match=tokens"], "budget.match=\"tokens\": must be one of: none, completions"),
+])
+def test_bad_model_and_budget_values(overrides, message):
+    with pytest.raises(UserError, match=message):
+        specs_for(overrides, multirun=False)
 
 
 def test_run_id_is_stable_and_seed_sensitive():

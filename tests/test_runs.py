@@ -50,12 +50,39 @@ def test_same_seed_same_record_and_other_seed_differs(tiny_policy):
     assert losses_and_rewards(rows_a) != losses_and_rewards(rows_c)
 
 
-def test_ema_evaluation_does_not_change_training(tiny_policy):
+def test_ema_arm_is_judged_on_its_averaged_weights_and_training_is_unchanged(tiny_policy):
     plain, rows_plain = train_one(spec())
-    ema, rows_ema = train_one(spec("trick=ema"))
+    ema, rows_ema = train_one(spec("trick=ema", "hooks.ema.decay=0.5"))
     assert losses_and_rewards(rows_plain) == losses_and_rewards(rows_ema)
-    assert "ema/eval/accuracy" in ema.metrics and "ema/eval/accuracy" not in plain.metrics
-    assert any("ema/eval/accuracy" in r for r in rows_ema)
+    # The raw weights of the EMA arm are the baseline's weights: same training, same evals.
+    raw = {k.removeprefix("raw/"): v for k, v in ema.metrics.items() if k.startswith("raw/")}
+    assert raw == {k: v for k, v in plain.metrics.items() if k in raw}
+    assert "raw/eval/accuracy" not in plain.metrics
+    # Its primary metric comes from the averaged weights: a different evaluation.
+    ema_evals = [(r["step"], r["eval/reward_mean"]) for r in rows_ema if "eval/reward_mean" in r]
+    raw_evals = [(r["step"], r["raw/eval/reward_mean"]) for r in rows_ema if "raw/eval/reward_mean" in r]
+    assert ema_evals[0] == raw_evals[0] and ema_evals[1:] != raw_evals[1:]
+    assert "checkpoint_regret_raw" in ema.stability
+
+
+def test_every_arm_is_evaluated_at_one_temperature(tiny_policy):
+    base, _ = train_one(spec())
+    cold, _ = train_one(spec("trick=temp_0.6"))
+    # The SFT start is the same policy evaluated the same way, whatever the arm trains at.
+    assert cold.metrics["eval/start_sampled_accuracy"] == base.metrics["eval/start_sampled_accuracy"]
+    assert "eval/sampled_accuracy_train_temp" in cold.metrics
+    assert "eval/sampled_accuracy_train_temp" not in base.metrics
+
+
+def test_budget_and_activity_are_recorded(tiny_policy):
+    base, _ = train_one(spec())
+    cosine, _ = train_one(spec("trick=lr_cosine"))
+    clip, rows = train_one(spec("trick=grad_clip_0.5"))
+    assert base.activity == {} and base.cost["total_lr"] == pytest.approx(6 * 5e-5)
+    assert cosine.cost["total_lr"] < 0.75 * base.cost["total_lr"]
+    assert cosine.activity["acted"] == 1.0  # a schedule acts on every step by construction
+    norms = [r["grad_norm"] for r in rows if "grad_norm" in r]
+    assert clip.activity["acted"] == sum(g > 0.5 for g in norms) / len(norms)
 
 
 def test_record_has_contract_fields_history_and_cost(tiny_policy):
@@ -69,6 +96,8 @@ def test_record_has_contract_fields_history_and_cost(tiny_policy):
     assert {"kl", "entropy", "completions/mean_length", "reward", "grad_norm", "learning_rate"} \
         <= set().union(*rows)
     assert rec.cost["completions"] == 2 * base.cost["completions"]  # G=32 vs 16, same prompts
+    assert rec.cost["groups_per_step"] == base.cost["groups_per_step"] == 4
+    assert rec.config["trainer"]["bf16"] is False and rec.config["trainer"]["use_cpu"] is True
     assert rec.steps == base.steps == 6
 
 

@@ -285,3 +285,61 @@ def test_load_keeps_plain_string_columns(tmp_path):
     rows = [(arm, s, v) for arm in ("baseline", "x") for s, v in enumerate(BASE)]
     df, _ = load_results(write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]))
     assert df["arm"].dtype == object and df["eval/accuracy"].dtype == np.float64
+
+
+# trick fidelity in the report: activity, budget, EMA ------------------------------------
+def fidelity_table(acted_x=0.01, key_x="k-x"):
+    rng = np.random.default_rng(5)
+    seed_effect = rng.normal(0, 0.04, 6)
+    rows = []
+    for arm, acted, key, steps, lr in (("baseline", np.nan, "k0", 40, 2.0), ("x", acted_x, key_x, 40, 2.0),
+                                       ("y", 1.0, "k-y", 40, 1.0), ("ema", 1.0, "k-e", 40, 2.0)):
+        for s in range(6):
+            acc = 0.6 + seed_effect[s] + rng.normal(0, 0.004)
+            rows.append({"arm": arm, "seed": s, "model": "m", "task": "t", "status": "completed",
+                         "eval/accuracy": acc + (0.03 + 0.002 * (s % 3) if arm == "ema" else 0.0),
+                         "raw/eval/accuracy": acc if arm == "ema" else np.nan,
+                         "stability/checkpoint_regret": 0.01,
+                         "stability/checkpoint_regret_raw": 0.03 if arm == "ema" else np.nan,
+                         "activity": acted, "activity_measure": "samples clipped", "config_key": key,
+                         "budget/optimizer_steps": steps, "budget/completions": 2560,
+                         "budget/total_lr": lr, "budget/completion_tokens": 9000})
+    return pd.DataFrame(rows)
+
+
+def test_an_arm_whose_trick_hardly_acted_is_inert_not_no_effect():
+    rep = analyse(fidelity_table(acted_x=0.01), Settings())
+    x = arms_of(rep)["x"]
+    assert x["verdict"] == "inert" and x["activity"]["acted"] == 0.01
+    assert rep["strata"][0]["recipe"]["untested"] == ["x"]
+    assert arms_of(analyse(fidelity_table(acted_x=0.5), Settings()))["x"]["verdict"] != "inert"
+
+
+def test_an_arm_identical_to_the_baseline_by_construction_is_inert():
+    rep = analyse(fidelity_table(acted_x=1.0, key_x="k0"), Settings())
+    x = arms_of(rep)["x"]
+    assert x["verdict"] == "inert"
+    assert x["activity"]["measure"] == "identical to the baseline by construction"
+
+
+def test_budget_differences_are_flagged_beside_the_verdict(tmp_path):
+    rep = analyse(fidelity_table(), Settings())
+    budget = rep["strata"][0]["budget"]
+    assert budget["y"]["differs"] == ["total_lr"] and budget["y"]["ratio"]["total_lr"] == 0.5
+    assert budget["x"]["differs"] == []
+    from grpo_ablate.report.markdown import render_markdown
+
+    rep["direction"], rep["inert_below"] = "higher", 0.05
+    md = render_markdown(rep, [])
+    assert "| y |" in md and "total LR x0.50" in md
+
+
+def test_ema_is_compared_with_its_raw_weights_within_the_arm():
+    df = fidelity_table()
+    rep = analyse(df, Settings())
+    (row,) = rep["strata"][0]["ema_vs_raw"]
+    e = df[df["arm"] == "ema"]
+    ref = stats.ttest_rel(e["eval/accuracy"], e["raw/eval/accuracy"])
+    assert row["arm"] == "ema" and math.isclose(row["diff"], 0.032, rel_tol=1e-9)
+    assert row["regret_ema"] == 0.01 and row["regret_raw"] == 0.03
+    assert math.isclose(row["p_value"], ref.pvalue, rel_tol=1e-9)

@@ -51,12 +51,16 @@ def group_zscore(rewards, g):
 
 
 def test_reward_clip_bounds_the_rewards_that_reach_the_advantage(tiny_policy):
-    _, outs = run_trainer(tiny_policy, ["hooks.reward_clip={low:0.0,high:0.5}"])
+    trainer, outs = run_trainer(tiny_policy, ["hooks.reward_clip={low:-0.5,high:0.5}"])
     for o in outs:
-        assert o["rewards"].max() <= 0.5 and o["rewards"].min() >= 0.0
+        assert o["rewards"].max() <= 0.5 and o["rewards"].min() >= -0.5
         assert torch.allclose(o["out"]["advantages"], group_zscore(o["rewards"], 16), atol=1e-5)
     _, base = run_trainer(tiny_policy, [])
     assert base[0]["rewards"].max() == 1.0  # there was something to clip
+    # Activity: every clipped sample sits on a bound (graded rewards never hit +-0.5 exactly).
+    on_bound = sum(int((o["rewards"].abs() == 0.5).sum()) for o in outs)
+    assert trainer.activity["clip_changed"] == on_bound > 0
+    assert trainer.activity["clip_samples"] == sum(o["rewards"].numel() for o in outs)
 
 
 def test_length_penalty_lowers_rewards_by_normalised_length(tiny_policy):
@@ -67,6 +71,18 @@ def test_length_penalty_lowers_rewards_by_normalised_length(tiny_policy):
     assert torch.allclose(pen[0]["rewards"], plain[0]["rewards"] - 0.2 * lengths / 4, atol=1e-6)
 
 
+def kept_group_advantages(rewards, keep, g):
+    """The review's definition, written independently: each group's mean and std over its
+    kept samples only; dropped samples get nothing."""
+    out = torch.zeros_like(rewards)
+    for start in range(0, len(rewards), g):
+        r, k = rewards[start:start + g], keep[start:start + g]
+        if k.sum() >= 2:
+            kept = r[k]
+            out[start:start + g][k] = (kept - kept.mean()) / (kept.std() + 1e-4)
+    return out
+
+
 def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
     trainer, outs = run_trainer(
         tiny_policy, ["trick=filter_low_reward_early", "hooks.filter_low_reward.end=0.5"], steps=4)
@@ -75,12 +91,48 @@ def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
         kept = mask.sum(1) > 0
         if o["step"] < 2:  # steps 0-1 of 4: inside the first half
             assert torch.equal(kept, o["rewards"] >= 0.25)
+            assert torch.equal(o["out"]["filter_keep"], kept)
             assert int(o["out"]["num_items_in_batch"]) == int(mask.sum())
+            # Advantages over the kept samples only: dropped samples are not in the baseline.
+            expected = kept_group_advantages(o["rewards"], kept, 16)
+            assert torch.allclose(o["out"]["advantages"], expected, atol=1e-5)
         else:
-            assert bool(kept.all())
+            assert bool(kept.all()) and "filter_keep" not in o["out"]
     assert any((o["rewards"] < 0.25).any() for o in outs if o["step"] < 2)
     dropped = trainer.state.log_history
     assert any(h.get("filter/frac_dropped", 0) > 0 for h in dropped)
+
+
+def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_signal(tiny_policy):
+    """8 correct and 8 forgotten-carry answers in one group: the survivors form an all-correct
+    group with zero std, so the review's filter gives them no advantage (dropping the
+    negatives would give each about +1)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig
+
+    from grpo_ablate.config import grpo_kwargs
+    from grpo_ablate.trl_hooks import AblationGRPOTrainer
+
+    def half_right(prompts, completions, **_):
+        return [1.0 if i % 16 < 8 else 0.05 for i in range(len(completions))]
+
+    (spec,) = specs_for(["trainer.max_steps=1", "eval.every_steps=0", "trick=filter_low_reward"], False)
+    task = get_task(spec.config["task"])
+    seen = []
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = AblationGRPOTrainer(
+            model=tiny_policy, reward_funcs=half_right, args=GRPOConfig(**grpo_kwargs(spec.config, tmp)),
+            train_dataset=Dataset.from_list(task.train_rows()),
+            processing_class=AutoTokenizer.from_pretrained(tiny_policy), hooks=spec.config["hooks"])
+        original = trainer._generate_and_score_completions
+        trainer._generate_and_score_completions = lambda inputs: seen.append(original(inputs)) or seen[-1]
+        trainer.train()
+    out = seen[0]
+    assert torch.equal(out["filter_keep"], torch.tensor([i % 16 < 8 for i in range(64)]))
+    assert torch.equal(out["advantages"], torch.zeros(64))
+    assert int(out["completion_mask"][~out["filter_keep"]].sum()) == 0
+    assert trainer.activity["filter_dropped"] == 32 and trainer.activity["filter_samples"] == 64
 
 
 def test_global_adv_norm_restandardises_after_group_zscore(tiny_policy):
