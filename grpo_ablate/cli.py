@@ -2,8 +2,11 @@
 
   grpo-ablate run [overrides]        one run          grpo-ablate tricks     the catalog
   grpo-ablate sweep [overrides]      a multirun       grpo-ablate demo       the default end to end
-  grpo-ablate report PATH [...]      the statistics stage on a sweep folder or CSV
+  grpo-ablate report PATH [...]      the statistics stage on sweep folders or a CSV
+  grpo-ablate --version
 
+`run` and `sweep` take Hydra's flags as a plain Hydra app does (--cfg, --info, --help,
+--resolve, --package, -m/--multirun, -cd/--config-dir for your own trick/task/sweep files).
 Bad input exits 2 with one line, before anything is trained or written.
 """
 
@@ -13,77 +16,153 @@ import logging
 import os
 import sys
 import time
-import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from grpo_ablate import __version__
+from grpo_ablate.app import quiet_libraries
 from grpo_ablate.errors import UserError
 
 USAGE = __doc__.split("\n\n")[1]
-# Where Hydra owns the command line, its own flags pass straight through.
-HYDRA_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--resolve",
-               "-p", "--package", "-sc", "--shell-completion", "--version")
+# Hydra's flags that print something and train nothing; they pass straight to Hydra.
+SHOW_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--resolve",
+              "-p", "--package", "-sc", "--shell-completion", "--version"}
+# Flags that take a value as the next word (or after '=').
+VALUE_FLAGS = {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name",
+               "-cd", "--config-dir"}
+INFO_CHOICES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+REFUSED = {"-cp": "--config-path", "--config-path": "--config-path",
+           "-cn": "--config-name", "--config-name": "--config-name",
+           "-r": "--run", "--run": "--run", "--experimental-rerun": "--experimental-rerun"}
 
 
-def _quiet_libraries() -> None:
-    os.environ.setdefault("WANDB_SILENT", "true")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import datasets
-    import transformers
+@dataclass
+class HydraLine:
+    """A run/sweep command line split into Hydra's flags and the config overrides."""
 
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
+    overrides: list[str] = field(default_factory=list)
+    show: list[str] = field(default_factory=list)    # SHOW_FLAGS with their values
+    config_dirs: list[str] = field(default_factory=list)
+    multirun: bool = False
+
+    @property
+    def search_overrides(self) -> list[str]:
+        """The config dirs as a search path, for grpo-ablate's own composition."""
+        if not self.config_dirs:
+            return []
+        paths = ",".join(f"file://{Path(d).resolve()}" for d in self.config_dirs)
+        return [f"hydra.searchpath=[{paths}]"]
+
+    def hydra_argv(self) -> list[str]:
+        dirs = [w for d in self.config_dirs for w in ("--config-dir", str(Path(d).resolve()))]
+        return [*dirs, *self.show, *self.overrides]
 
 
-def _hydra(args: list[str], multirun: bool) -> None:
+def parse_hydra_line(args: list[str]) -> HydraLine:
+    line = HydraLine()
+    words = list(args)
+    while words:
+        word = words.pop(0)
+        if not word.startswith("-") or word == "-":
+            line.overrides.append(word)
+            continue
+        flag, eq, value = word.partition("=")
+        if flag in REFUSED:
+            raise UserError(f"{REFUSED[flag]}: not supported; grpo-ablate's primary config is "
+                            "fixed; add your own trick/task/sweep files with --config-dir DIR")
+        if flag in VALUE_FLAGS and not eq:
+            if not words:
+                raise UserError(f"{flag}: needs a value")
+            value = words.pop(0)
+        if flag in ("-i", "--info") and not eq and words and words[0] in INFO_CHOICES:
+            value, eq = words.pop(0), "="
+        if flag in ("-m", "--multirun"):
+            line.multirun = True
+        elif flag in ("-cd", "--config-dir"):
+            if not Path(value).is_dir():
+                raise UserError(f"--config-dir {value}: no such folder; allowed: a folder with "
+                                "trick/, task/, model/ or sweep/ subfolders of YAML files")
+            line.config_dirs.append(value)
+        elif flag in SHOW_FLAGS:
+            line.show += [flag, value] if (flag in VALUE_FLAGS or eq) and value else [flag]
+        else:
+            raise UserError(f"{word}: unknown flag; allowed: Hydra's --cfg, --info, --help, "
+                            "--hydra-help, --resolve, --package, -m/--multirun, -cd/--config-dir")
+    return line
+
+
+def _hydra(argv: list[str], multirun: bool) -> None:
     from grpo_ablate.app import hydra_main
 
-    sys.argv = ["grpo-ablate", *(["--multirun"] if multirun else []), *args]
+    sys.argv = ["grpo-ablate", *(["--multirun"] if multirun else []), *argv]
     hydra_main()
 
 
-def _passthrough(args: list[str]) -> bool:
-    return any(a.split("=")[0] in HYDRA_FLAGS for a in args)
+def _show(line: HydraLine, overrides: list[str]) -> int:
+    """--cfg, --info, --help...: check the overrides the way a run would (one line, exit 2),
+    then let Hydra print."""
+    from grpo_ablate.config import compose, validate
+
+    if overrides and not any(f in line.show for f in ("-h", "--help", "--hydra-help")):
+        validate(compose([*line.search_overrides, *overrides]))
+    _hydra([*line.hydra_argv()[: len(line.hydra_argv()) - len(line.overrides)], *overrides], False)
+    return 0
 
 
 def cmd_run(args: list[str]) -> int:
-    from grpo_ablate import sweep
     from grpo_ablate.config import specs_for
     from grpo_ablate.store import RECORD_NAME, read_record
 
-    if _passthrough(args):
-        _hydra(args, multirun=False)
-        return 0
-    if "-m" in args or "--multirun" in args:
-        return cmd_sweep([a for a in args if a not in ("-m", "--multirun")])
-    (spec,) = specs_for(args, multirun=False)
-    _quiet_libraries()
-    sweep.PROGRESS = sweep.Progress(total=1)
-    _hydra(args, multirun=False)
+    line = parse_hydra_line(args)
+    if line.multirun:
+        return _sweep(line, default_sweep=False)
+    if line.show:
+        return _show(line, line.overrides)
+    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    quiet_libraries()
+    _hydra(line.hydra_argv(), multirun=False)
     record = read_record(spec.run_dir / RECORD_NAME)
     print(f"record: {spec.run_dir / RECORD_NAME}")
     print(f"status={record.status} " + " ".join(
         f"{k}={v:.4f}" for k, v in sorted(record.metrics.items()) if v is not None))
+    if record.status == "failed":
+        print(f"grpo-ablate: the run failed: {record.error}", file=sys.stderr)
+        return 1
     return 0
 
 
 def cmd_sweep(args: list[str], report_args: list[str] | None = None) -> int:
-    from grpo_ablate import sweep
-    from grpo_ablate.config import specs_for
+    return _sweep(parse_hydra_line(args), default_sweep=True, report_args=report_args)
 
-    if _passthrough(args):
-        _hydra(args, multirun=True)
-        return 0
-    if not any(a.split("=")[0] in ("sweep", "+sweep") for a in args):
-        args = ["sweep=catalog", *args]
-    specs = specs_for(args, multirun=True)
+
+def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None = None) -> int:
+    from grpo_ablate import sweep
+    from grpo_ablate.config import expand_jobs, specs_for
+
+    overrides = line.overrides
+    if default_sweep and not any(o.split("=")[0] in ("sweep", "+sweep") for o in overrides):
+        overrides = ["sweep=catalog", *overrides]
+    search = line.search_overrides
+    if line.show:  # one run's config: the sweep's first job, after listing them all
+        jobs = expand_jobs([*search, *overrides])
+        print(f"# {len(jobs)} jobs; the first one's config follows", file=sys.stderr)
+        for i, job in enumerate(jobs):
+            print(f"#   {i}: {' '.join(o for o in job if not o.startswith('hydra.searchpath'))}",
+                  file=sys.stderr)
+        first = [o for o in jobs[0] if not o.startswith("hydra.searchpath")]
+        return _show(line, [*first, "hydra.mode=RUN"])
+    specs = specs_for([*search, *overrides], multirun=True)
     sweep_dirs = sorted({str(s.sweep_dir) for s in specs})
-    _quiet_libraries()
-    sweep.PROGRESS = sweep.Progress(total=len(specs))
+    quiet_libraries()
+    todo = sweep.plan(specs)
     print(f"sweep: {len(specs)} runs ({len({s.arm for s in specs})} arms x "
-          f"{len({s.seed for s in specs})} seeds) -> {', '.join(sweep_dirs)}", file=sys.stderr)
+          f"{len({s.seed for s in specs})} seeds), {len(todo)} to train -> {', '.join(sweep_dirs)}",
+          file=sys.stderr)
     t0 = time.perf_counter()
-    _hydra(args, multirun=True)
+    if todo:  # a finished sweep starts no launcher, no worker, no model
+        with sweep.progress_from_disk(specs):
+            _hydra([*line.hydra_argv()[: len(line.hydra_argv()) - len(line.overrides)],
+                    *overrides], multirun=True)
     print(f"sweep finished in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     for sweep_dir in sweep_dirs:
         try:
@@ -102,8 +181,12 @@ def cmd_report(args: list[str]) -> int:
 def cmd_tricks(args: list[str]) -> int:
     from grpo_ablate.catalog import load_catalog
 
+    line = parse_hydra_line(args)
+    if line.overrides or line.show or line.multirun:
+        raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, or --config-dir DIR")
     rows = [("id", "family", "what it changes", "review's verdict")]
-    rows += [(t["id"], t["family"], t["changes"], t["verdict"]) for t in load_catalog()]
+    rows += [(t["id"], t["family"], t["changes"], t["verdict"])
+             for t in load_catalog(line.config_dirs)]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
@@ -126,15 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0
+    if argv[0] == "--version":
+        print(f"grpo-ablate {__version__}")
+        return 0
     cmd, rest = argv[0], argv[1:]
     if cmd not in COMMANDS:
         print(f"grpo-ablate: error: command {cmd!r} unknown; allowed: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    # Library deprecation chatter (transformers' renamed fields) is not for our users.
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    if cmd in ("run", "sweep", "demo"):
+        quiet_libraries()  # before validation imports TRL; Hydra configures logging itself
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[cmd](rest)
     except UserError as exc:
@@ -142,5 +228,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The console script: a closed pipe (`grpo-ablate tricks | head`) ends quietly."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would complain again while flushing stdout at exit; point it at devnull.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -33,9 +33,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from grpo_ablate.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = REPO_ROOT / "conf"
-SWEEPS_DIR = REPO_ROOT / "sweeps"
+# The configs ship inside the package (a wheel carries them); a checkout also shows them at
+# the top level (conf/ and sweeps/ are links to these folders).
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+CONF_DIR = PACKAGE_DIR / "conf"
+SWEEPS_DIR = PACKAGE_DIR / "sweeps"
 
 OmegaConf.register_new_resolver("mul", lambda a, b: int(a) * int(b), replace=True)
 

@@ -1,73 +1,116 @@
-"""Execute one job of a run or sweep: skip it if its record exists, lock it, train it,
-write its record, and show the sweep's progress (runs done of total, arm, seed, ETA)."""
+"""Execute one job of a run or sweep (skip it if its record exists, lock it, train it, write
+its record), and show a sweep's progress from the records on disk.
+
+Progress is read from disk by the launching process, not counted inside the jobs, so it is
+the same under every Hydra launcher (in-process, joblib workers, submitit, Slurm): the
+folder of records is the single source of truth."""
 
 from __future__ import annotations
 
-import logging
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from grpo_ablate.config import RunSpec
-from grpo_ablate.store import clean_partials, record_exists, run_lock, write_record
-
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class Progress:
-    """Progress over a planned set of runs. Set by the CLI before Hydra launches; a launcher
-    that runs jobs in other processes just prints per-run lines."""
-
-    total: int
-    done: int = 0
-    trained_seconds: list[float] = field(default_factory=list)
-    stream: object = sys.stderr
-
-    def eta(self) -> str:
-        if not self.trained_seconds:
-            return "?"
-        left = (self.total - self.done) * sum(self.trained_seconds) / len(self.trained_seconds)
-        return f"{int(left // 60)}m{int(left % 60):02d}s"
-
-    def show(self, spec: RunSpec, state: str) -> None:
-        width = 24
-        filled = int(width * self.done / max(1, self.total))
-        bar = "#" * filled + "-" * (width - filled)
-        print(f"[{bar}] {self.done}/{self.total} runs | arm={spec.arm} seed={spec.seed} "
-              f"{state} | ETA {self.eta()}", file=self.stream, flush=True)
-
-
-PROGRESS: Progress | None = None
+from grpo_ablate.store import (
+    RECORD_NAME,
+    CorruptRecord,
+    clean_partials,
+    read_record,
+    record_exists,
+    run_lock,
+    write_record,
+)
 
 
 def execute(spec: RunSpec) -> str:
     """Run one spec to a record. Returns what happened: trained, skipped, or busy."""
-    from grpo_ablate.train import train_one
-
     run_dir = spec.run_dir
-    if record_exists(run_dir):
-        outcome = "skipped (record exists)"
-    else:
-        with run_lock(spec.sweep_dir, spec.run_id) as held:
-            if not held:
-                outcome = "busy (another sweep is training it)"
-            elif record_exists(run_dir):  # finished by another sweep while we waited
-                outcome = "skipped (record exists)"
-            else:
-                clean_partials(run_dir)
-                if PROGRESS:
-                    PROGRESS.show(spec, "training")
-                t0 = time.perf_counter()
-                record, history = train_one(spec)
-                write_record(run_dir, record, history)
-                if PROGRESS:
-                    PROGRESS.trained_seconds.append(time.perf_counter() - t0)
-                acc = record.metrics.get("eval/accuracy")
-                outcome = f"{record.status}" + (f" acc={acc:.3f}" if acc is not None else "")
-    if PROGRESS:
-        PROGRESS.done += 1
-        PROGRESS.show(spec, outcome)
-    else:
-        log.info("arm=%s seed=%s %s", spec.arm, spec.seed, outcome)
-    return outcome
+    if record_exists(run_dir):  # before any model is loaded: a finished sweep re-runs in seconds
+        return "skipped (record exists)"
+    with run_lock(spec.sweep_dir, spec.run_id) as held:
+        if not held:
+            return "busy (another sweep is training it)"
+        if record_exists(run_dir):  # finished by another sweep while we waited
+            return "skipped (record exists)"
+        from grpo_ablate.train import train_one
+
+        clean_partials(run_dir)
+        print(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})", file=sys.stderr,
+              flush=True)
+        record, history = train_one(spec)
+        write_record(run_dir, record, history)
+        return record.status
+
+
+def plan(specs: list[RunSpec]) -> list[RunSpec]:
+    """The runs of a sweep that still need training (no completed or diverged record)."""
+    return [s for s in specs if not record_exists(s.run_dir)]
+
+
+@dataclass
+class Progress:
+    """Runs done of a planned set, from their records on disk; one line per change."""
+
+    specs: list[RunSpec]
+    stream: object = sys.stderr
+    started: float = field(default_factory=time.perf_counter)
+    seen: set[str] = field(default_factory=set)
+    done_before: int = 0
+    final: bool = False  # at the end, failed runs count as done too
+
+    def __post_init__(self) -> None:
+        self.seen = {s.run_id for s in self.specs if record_exists(s.run_dir)}
+        self.done_before = len(self.seen)
+
+    def eta(self, done: int) -> str:
+        fresh = done - self.done_before
+        if fresh <= 0:
+            return "?"
+        left = (len(self.specs) - done) * (time.perf_counter() - self.started) / fresh
+        return f"{int(left // 60)}m{int(left % 60):02d}s"
+
+    def poll(self) -> None:
+        for spec in self.specs:
+            if spec.run_id in self.seen or not (spec.run_dir / RECORD_NAME).is_file():
+                continue
+            try:
+                record = read_record(spec.run_dir / RECORD_NAME)
+            except CorruptRecord:  # being written, or damaged: looked at again next poll
+                continue
+            if record.status == "failed" and not self.final:
+                continue  # may be retried by another launcher; counted at the end
+            self.seen.add(spec.run_id)
+            acc = record.metrics.get("eval/accuracy")
+            self.show(spec, record.status + (f" acc={acc:.3f}" if acc is not None else ""))
+
+    def show(self, spec: RunSpec, state: str) -> None:
+        done, total, width = len(self.seen), len(self.specs), 24
+        filled = int(width * done / max(1, total))
+        bar = "#" * filled + "-" * (width - filled)
+        print(f"[{bar}] {done}/{total} runs | arm={spec.arm} seed={spec.seed} {state} | "
+              f"ETA {self.eta(done)}", file=self.stream, flush=True)
+
+
+@contextmanager
+def progress_from_disk(specs: list[RunSpec], every: float = 1.0) -> Iterator[Progress]:
+    """Watch the sweep's run folders while the launcher runs; a last look at the end."""
+    progress = Progress(specs)
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(every):
+            progress.poll()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield progress
+    finally:
+        stop.set()
+        thread.join()
+        progress.final = True
+        progress.poll()

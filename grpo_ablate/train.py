@@ -255,6 +255,9 @@ def versions() -> dict[str, str]:
 
 @cache
 def git_sha() -> str | None:
+    """The checkout's commit; None for an installed wheel (no .git beside the package)."""
+    if not (REPO_ROOT / ".git").exists():
+        return None
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=5)

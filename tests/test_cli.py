@@ -36,8 +36,9 @@ def test_smoke_sweep_records_report_wandb_and_resume(tmp_path, tiny_policy):
     assert len(wandb_runs) == 6
     before = {p: p.read_bytes() for p in records}
     again = cli("sweep", "sweep=smoke", f"out_root={out}", "logger=wandb")
-    assert again.returncode == 0
-    assert again.stderr.count("skipped (record exists)") == 6
+    # Finished runs are skipped before any launcher, worker or model starts.
+    assert again.returncode == 0 and "6 runs (3 arms x 2 seeds), 0 to train" in again.stderr
+    assert "training" not in again.stderr
     assert {p: p.read_bytes() for p in records} == before
 
 
@@ -56,3 +57,78 @@ def test_report_on_csv(tmp_path):
     verdicts = {a["arm"]: a["verdict"] for a in rep["strata"][0]["arms"]}
     assert verdicts["helps"] == "improves"
     assert {"forest.png", "seeds.png", "mde.png"} <= {p.name for p in (tmp_path / "figures").iterdir()}
+
+
+# ---------------------------------------------------------------------------- a Hydra app
+def user_conf(tmp_path):
+    """A user's own folder: one trick and one sweep, no fork of grpo-ablate."""
+    (tmp_path / "trick").mkdir(parents=True)
+    (tmp_path / "sweep").mkdir(parents=True)
+    (tmp_path / "trick" / "kl_0.2.yaml").write_text(
+        "# @package _global_\ntrick:\n  id: kl_0.2\n  family: kl\n  changes: beta 0.2\n"
+        "  verdict: mine\n  keys: [trainer.beta]\ntrainer:\n  beta: 0.2\n")
+    (tmp_path / "sweep" / "mine.yaml").write_text(
+        "# @package _global_\nsweep_name: mine\nhydra:\n  mode: MULTIRUN\n  sweeper:\n"
+        "    params:\n      trick: baseline,kl_0.2\n      seed: range(0,2)\n")
+    return tmp_path
+
+
+def run_main(capsys, *args):
+    from grpo_ablate import cli as cli_module
+
+    code = cli_module.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_version_and_closed_pipe():
+    assert cli("--version").stdout.strip() == "grpo-ablate 0.1.0"
+    res = subprocess.run(f"{sys.executable} -c 'from grpo_ablate.cli import entry; import sys; "
+                         "sys.argv=[\"grpo-ablate\", \"tricks\"]; entry()' | head -1",
+                         shell=True, capture_output=True, text=True, env=ENV, timeout=300)
+    assert res.stdout.startswith("id ") and res.stderr == ""
+
+
+# Hydra configures logging for the process it runs in: these go through real processes.
+@pytest.mark.slow
+def test_config_dir_adds_users_tricks_and_sweeps(tmp_path, capsys):
+    conf = user_conf(tmp_path / "mine")
+    code, out, _ = run_main(capsys, "tricks", "--config-dir", str(conf))
+    assert code == 0 and "kl_0.2" in out and "no_kl" in out
+    res = cli("run", "-cd", str(conf), "trick=kl_0.2", "--cfg", "job", cwd=tmp_path)
+    assert res.returncode == 0 and "beta: 0.2" in res.stdout and "id: kl_0.2" in res.stdout
+    res = cli("sweep", f"--config-dir={conf}", "sweep=mine", "--cfg", "job", cwd=tmp_path)
+    assert res.returncode == 0 and "# 4 jobs" in res.stderr and "sweep_name: mine" in res.stdout
+
+
+@pytest.mark.slow
+def test_multirun_flags_and_show_flags_behave_like_hydra():
+    res = cli("run", "-m", "trick=baseline,no_kl", "--cfg", "job")
+    assert res.returncode == 0 and "# 2 jobs" in res.stderr  # what it is given, not the catalog
+    res = cli("sweep", "-m", "sweep=smoke", "--cfg", "job")
+    assert res.returncode == 0 and "# 6 jobs" in res.stderr
+    res = cli("run", "--info", "searchpath")
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip().strip("-*")]  # not the rules
+    assert res.returncode == 0 and "grpo_ablate/conf" in res.stdout
+    assert len(lines) == len(set(lines))  # nothing printed twice
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "--cfg", "job", "trainer.betta=1"], "trainer.betta=1: unknown key; did you mean"),
+    (["run", "--config-name", "other"], "--config-name: not supported"),
+    (["run", "--config-dir", "/no/such/dir"], "--config-dir /no/such/dir: no such folder"),
+    (["run", "--bogus"], "--bogus: unknown flag"),
+    (["tricks", "trick=x"], "allowed: no arguments, or --config-dir DIR"),
+])
+def test_hydra_line_errors_are_one_line(capsys, args, message):
+    code, _, err = run_main(capsys, *args)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and message in lines[0], err
+
+
+@pytest.mark.slow
+def test_a_failed_run_exits_nonzero_and_keeps_its_record(tmp_path, tiny_policy):
+    res = cli("run", "trainer.max_steps=2", "faults.reward_raises_at_step=0", f"out_root={tmp_path}")
+    assert res.returncode == 1 and "the run failed: RuntimeError: injected fault" in res.stderr
+    (record,) = (tmp_path / "adhoc" / "runs").glob("*/record.json")
+    assert json.loads(record.read_text())["status"] == "failed"

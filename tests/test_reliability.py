@@ -90,8 +90,8 @@ def test_two_sweeps_on_one_folder_train_each_run_once(tmp_path, tiny_policy):
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [sweep_process(out, "faults.sleep_per_step=0.3", log=log) for log in logs]
     assert [p.wait(timeout=900) for p in procs] == [0, 0]
-    trained = [line.split("| arm=")[1].split(" training")[0]
-               for log in logs for line in log.read_text().splitlines() if " training | ETA" in line]
+    trained = [line.removeprefix("training ")
+               for log in logs for line in log.read_text().splitlines() if line.startswith("training arm=")]
     assert sorted(trained) == sorted(set(trained)) and len(trained) == 6, trained
     assert len(records(out / "smoke")) == 6
     for path in records(out / "smoke"):

@@ -1,0 +1,44 @@
+"""W&B offline runs, read back from their files: one run per arm x seed with grpo-ablate's
+config, eval curves at their steps, no profiling timers, ids unique per sweep folder."""
+
+import pytest
+import wandb
+
+from grpo_ablate.config import specs_for
+from grpo_ablate.store import write_record
+from grpo_ablate.train import train_one
+from wandb_files import read_run
+
+pytestmark = pytest.mark.slow
+TESTED_WANDB = (0, 31)
+
+
+def test_reader_is_pinned_to_the_tested_wandb():
+    assert tuple(int(x) for x in wandb.__version__.split(".")[:2]) == TESTED_WANDB
+
+
+def test_offline_run_carries_config_curves_and_summary(tmp_path, tiny_policy):
+    runs = {}
+    for out in ("a", "b"):
+        (spec,) = specs_for(["trainer.max_steps=3", "eval.every_steps=2", "logger=wandb",
+                             "trick=ema", f"out_root={tmp_path / out}"], multirun=False)
+        record, history = train_one(spec)
+        write_record(spec.run_dir, record, history)
+        (path,) = (tmp_path / out / "adhoc" / "wandb").glob("offline-run-*/run-*.wandb")
+        runs[out] = read_run(path)
+    a, b = runs["a"], runs["b"]
+    assert a["run"].run_id != b["run"].run_id  # same run, two sweep folders: no collision
+    assert a["config"]["run_id"] == b["config"]["run_id"] == spec.run_id
+    assert a["run"].run_group == "adhoc" and a["run"].job_type == "ema"
+    config = {k for k in a["config"] if not k.startswith("_")}
+    assert config == set(spec.config) | {"run_id"}  # grpo-ablate's config, not TRL's 200 keys
+    assert a["config"]["hooks"]["ema"] == {"decay": 0.9}
+    evals = [(h["train/global_step"], h["eval/accuracy"]) for h in a["history"] if "eval/accuracy" in h]
+    assert [s for s, _ in evals] == [0, 2, 3]  # start, every 2 steps, end
+    assert [h["train/global_step"] for h in a["history"] if "raw/eval/accuracy" in h] == [0, 2, 3]
+    steps = [h["train/global_step"] for h in a["history"] if "train/loss" in h]
+    assert steps == [1, 2, 3]
+    keys = set().union(*a["history"])
+    assert not any(k.startswith(("profiling/", "train/profiling")) for k in keys)
+    assert a["summary"]["status"] == "completed"
+    assert a["summary"]["eval/accuracy"] == record.metrics["eval/accuracy"]
