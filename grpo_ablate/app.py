@@ -39,4 +39,9 @@ def hydra_main(cfg: DictConfig) -> str:
     from grpo_ablate.sweep import execute
 
     quiet_libraries()
+    threads = os.environ.get("GRPO_ABLATE_THREADS")  # set per worker by parallel launchers
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
     return execute(validate(cfg))

@@ -13,6 +13,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import re
 import tempfile
 from collections.abc import Callable
@@ -41,6 +42,9 @@ CONF_DIR = PACKAGE_DIR / "conf"
 SWEEPS_DIR = PACKAGE_DIR / "sweeps"
 
 OmegaConf.register_new_resolver("mul", lambda a, b: int(a) * int(b), replace=True)
+OmegaConf.register_new_resolver("cpus", lambda: os.cpu_count() or 1, replace=True)
+OmegaConf.register_new_resolver(
+    "threads_per", lambda workers: max(1, (os.cpu_count() or 1) // max(1, int(workers))), replace=True)
 
 
 def register_sweeps() -> None:

@@ -4,8 +4,10 @@
    3-5): the family-wise rate of any improves/harms call stays <= alpha (+ MC error).
 2. Planted effects: the paired test's empirical power matches the analytic power (0.03).
 3. Equivalence: no_effect is called only where the truth lies inside +/- min-effect, and
-   wrongly (truth outside) at most alpha of the time.
-Prints fwer=, power_gap=, equiv_error= and ends with calibration=ok or names the failure.
+   wrongly (truth outside) at most alpha of the time, also family-wise over 10 such arms
+   (the TOST p-values are Holm-adjusted like the significance side).
+Prints fwer=, power_gap=, equiv_error=, false_no_effect= and ends with calibration=ok or
+names the failure.
 """
 
 from __future__ import annotations
@@ -74,6 +76,19 @@ def main() -> None:
     print(f"equiv_power={inside_calls / ns.sims:.3f} (truth 0 called no_effect)")
     if equiv_error > alpha + mc:
         failures.append("equivalence")
+
+    # Family-wise false no_effect: 10 arms whose truth sits on the band edge (+-margin);
+    # with the TOST p Holm-adjusted, any no_effect call among them is rare (<= alpha).
+    edge = {"baseline": 0.0} | {f"e{i}": margin * (1 if i % 2 else -1) for i in range(10)}
+    any_false = 0
+    for _ in range(ns.sims):
+        rep = analyse(simulate(edge, 10, rng, run_sd=0.003), Settings(alpha=alpha, min_effect=margin))
+        any_false += any(a["verdict"] == "no_effect" for a in rep["strata"][0]["arms"])
+    false_no_effect = any_false / ns.sims
+    print(f"false_no_effect={false_no_effect:.3f} (10 arms on the band edge: any called no_effect; "
+          "<= alpha)")
+    if false_no_effect > alpha + mc:
+        failures.append("false_no_effect")
     print("calibration=ok" if not failures else f"calibration=failed: {', '.join(failures)}")
 
 

@@ -3,11 +3,11 @@ config, eval curves at their steps, no profiling timers, ids unique per sweep fo
 
 import pytest
 import wandb
+from wandb_files import read_run
 
 from grpo_ablate.config import specs_for
 from grpo_ablate.store import write_record
 from grpo_ablate.train import train_one
-from wandb_files import read_run
 
 pytestmark = pytest.mark.slow
 TESTED_WANDB = (0, 31)

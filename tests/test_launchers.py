@@ -1,0 +1,38 @@
+"""Sweeps under Hydra's parallel launchers keep the interface: every record lands, progress
+comes from the records on disk, library chatter stays out, and a finished sweep re-runs
+without starting a worker."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+NOISE = ("Loading weights", "FutureWarning", "UserWarning", "Running in WANDB")
+
+
+def sweep(*args):
+    return subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke", *args],
+                          capture_output=True, text=True, env=ENV, timeout=900)
+
+
+@pytest.mark.parametrize("launcher,extra", [("joblib", []), ("local", ["trick=baseline,no_kl",
+                                                                         "seed=0"])])
+def test_parallel_launcher_records_progress_and_quiet(tmp_path, tiny_policy, launcher, extra):
+    res = sweep(f"launcher={launcher}", f"out_root={tmp_path}", *extra)
+    assert res.returncode == 0, res.stderr[-3000:]
+    n = 6 if not extra else 2
+    records = list((tmp_path / "smoke" / "runs").glob("*/record.json"))
+    assert len(records) == n
+    assert all(json.loads(p.read_text())["status"] == "completed" for p in records)
+    assert f"{n}/{n} runs" in res.stderr and "ETA" in res.stderr
+    assert not [w for w in NOISE if w in res.stderr + res.stdout], res.stderr[-3000:]
+    assert (tmp_path / "smoke" / "report.json").is_file()
+    t0 = time.perf_counter()
+    again = sweep(f"launcher={launcher}", f"out_root={tmp_path}", *extra)
+    assert again.returncode == 0 and f"{n} runs" in again.stderr and "0 to train" in again.stderr
+    assert time.perf_counter() - t0 < 60  # no worker, no model: validation and the report only
