@@ -53,9 +53,10 @@ class HydraLine:
         paths = ",".join(f"file://{Path(d).resolve()}" for d in self.config_dirs)
         return [f"hydra.searchpath=[{paths}]"]
 
-    def hydra_argv(self) -> list[str]:
+    def flags(self) -> list[str]:
+        """The flags for Hydra's own command line (config dirs made absolute)."""
         dirs = [w for d in self.config_dirs for w in ("--config-dir", str(Path(d).resolve()))]
-        return [*dirs, *self.show, *self.overrides]
+        return [*dirs, *self.show]
 
 
 def parse_hydra_line(args: list[str]) -> HydraLine:
@@ -105,7 +106,7 @@ def _show(line: HydraLine, overrides: list[str]) -> int:
 
     if overrides and not any(f in line.show for f in ("-h", "--help", "--hydra-help")):
         validate(compose([*line.search_overrides, *overrides]))
-    _hydra([*line.hydra_argv()[: len(line.hydra_argv()) - len(line.overrides)], *overrides], False)
+    _hydra([*line.flags(), *overrides], multirun=False)
     return 0
 
 
@@ -120,7 +121,7 @@ def cmd_run(args: list[str]) -> int:
         return _show(line, line.overrides)
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
     quiet_libraries()
-    _hydra(line.hydra_argv(), multirun=False)
+    _hydra([*line.flags(), *line.overrides], multirun=False)
     record = read_record(spec.run_dir / RECORD_NAME)
     print(f"record: {spec.run_dir / RECORD_NAME}")
     print(f"status={record.status} " + " ".join(
@@ -161,8 +162,7 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
     t0 = time.perf_counter()
     if todo:  # a finished sweep starts no launcher, no worker, no model
         with sweep.progress_from_disk(specs):
-            _hydra([*line.hydra_argv()[: len(line.hydra_argv()) - len(line.overrides)],
-                    *overrides], multirun=True)
+            _hydra([*line.flags(), *overrides], multirun=True)
     print(f"sweep finished in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     for sweep_dir in sweep_dirs:
         try:

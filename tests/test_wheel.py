@@ -41,7 +41,9 @@ def test_wheel_holds_configs_sweeps_and_py_typed(installed):
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"grpo_ablate/py.typed", "grpo_ablate/conf/config.yaml",
-            "grpo_ablate/conf/trick/no_kl.yaml", "grpo_ablate/sweeps/demo.yaml"} <= names
+            "grpo_ablate/conf/trick/no_kl.yaml", "grpo_ablate/sweeps/demo.yaml",
+            "grpo_ablate/conf/hydra/hydra_logging/quiet.yaml",
+            "grpo_ablate/conf/launcher/joblib.yaml"} <= names
     assert len([n for n in names if n.startswith("grpo_ablate/conf/trick/")]) == 25
 
 

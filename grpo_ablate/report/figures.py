@@ -163,7 +163,8 @@ def _curves(report: dict, sub: pd.DataFrame, path: Path) -> str:
                 mat = pd.concat(series, axis=1)
                 mean, sd = mat.mean(axis=1), mat.std(axis=1).fillna(0)
                 ax.plot(mean.index, mean.values, color=color, lw=1.2, ls="--" if is_base else "-",
-                        label=f"{arm} (baseline)" if is_base else arm, zorder=3 if is_base else 2)
+                        label=arm if not is_base or arm == "baseline" else f"{arm} (baseline)",
+                        zorder=3 if is_base else 2)
                 ax.fill_between(mean.index, mean - sd, mean + sd, color=color, alpha=0.12)
                 if c == 0:
                     ax.set_ylabel(CURVE_LABELS.get(key, key), fontsize=8)
