@@ -117,3 +117,22 @@ def test_validate_rejects_added_top_level_key():
     cfg = compose(["+foo=1"])
     with pytest.raises(UserError, match="foo=1: unknown key"):
         validate(cfg)
+
+
+def test_small_checkpoint_preset_scales_the_recipe_down(tiny_policy):
+    (spec,) = specs_for(["model=hf_small", f"model.path={tiny_policy}"], multirun=False)
+    tr = spec.config["trainer"]
+    assert tr["per_device_train_batch_size"] == 64 and tr["num_generations"] == 8
+    assert tr["max_completion_length"] == 256 and spec.config["model"]["path"] == tiny_policy
+    with pytest.raises(UserError, match="model.path: missing for model=hf_small"):
+        specs_for(["model=hf_small"], multirun=False)
+
+
+def test_local_launcher_caps_concurrency_to_the_machine():
+    import os
+
+    cfg = compose(["launcher=local"])
+    assert cfg.hydra.sweeper.max_batch_size == os.cpu_count()
+    assert cfg.hydra.launcher._target_.endswith("LocalLauncher")
+    joblib = compose(["launcher=joblib"])
+    assert joblib.hydra.launcher.n_jobs == os.cpu_count()

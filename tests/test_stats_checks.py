@@ -343,3 +343,21 @@ def test_ema_is_compared_with_its_raw_weights_within_the_arm():
     assert row["arm"] == "ema" and math.isclose(row["diff"], 0.032, rel_tol=1e-9)
     assert row["regret_ema"] == 0.01 and row["regret_raw"] == 0.03
     assert math.isclose(row["p_value"], ref.pvalue, rel_tol=1e-9)
+
+
+def test_figure_titles_leave_out_missing_model_and_task():
+    from grpo_ablate.report.figures import _stratum_name
+
+    assert _stratum_name({"model": "-", "task": "-"}) == ""
+    assert _stratum_name({"model": "tiny", "task": "-"}) == "tiny"
+    assert _stratum_name({"model": "tiny", "task": "arithmetic"}) == "tiny / arithmetic"
+
+
+@pytest.mark.parametrize("test", ["paired_t", "welch_t"])
+@pytest.mark.parametrize("ratio", [0.05, 0.3, 1.0, 3.0, 12.0])
+def test_seeds_needed_is_the_first_n_with_enough_power(test, ratio):
+    from grpo_ablate.stats.tests import power
+
+    need = seeds_needed(test, ratio, 1.0, 0.05 / 19)
+    assert power(test, 1.0, ratio, need, 0.05 / 19) >= 0.8
+    assert need == 2 or power(test, 1.0, ratio, need - 1, 0.05 / 19) < 0.8
