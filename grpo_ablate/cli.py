@@ -154,6 +154,9 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
         return _show(line, [*first, "hydra.mode=RUN"])
     specs = specs_for([*search, *overrides], multirun=True)
     sweep_dirs = sorted({str(s.sweep_dir) for s in specs})
+    logger = specs[0].config["logger"]
+    if logger["backend"] == "wandb" and logger["mode"] != "disabled" and report_args is None:
+        report_args = ["--wandb", logger["mode"], "--wandb-project", logger["project"]]
     quiet_libraries()
     todo = sweep.plan(specs)
     print(f"sweep: {len(specs)} runs ({len({s.arm for s in specs})} arms x "

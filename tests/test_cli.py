@@ -33,7 +33,8 @@ def test_smoke_sweep_records_report_wandb_and_resume(tmp_path, tiny_policy):
     assert report["metric"] == "eval/accuracy" and len(report["strata"][0]["arms"]) == 2
     assert (sweep / "report.md").is_file() and (sweep / "figures" / "forest.png").is_file()
     wandb_runs = list((sweep / "wandb").glob("offline-run-*/run-*.wandb"))
-    assert len(wandb_runs) == 6
+    assert len(wandb_runs) == 7  # one per arm x seed, and the report's summary run
+    assert len([p for p in wandb_runs if "-summary-" in p.parent.name]) == 1
     before = {p: p.read_bytes() for p in records}
     again = cli("sweep", "sweep=smoke", f"out_root={out}", "logger=wandb")
     # Finished runs are skipped before any launcher, worker or model starts.

@@ -1,6 +1,8 @@
 """W&B offline runs, read back from their files: one run per arm x seed with grpo-ablate's
 config, eval curves at their steps, no profiling timers, ids unique per sweep folder."""
 
+import json
+
 import pytest
 import wandb
 from wandb_files import read_run
@@ -42,3 +44,26 @@ def test_offline_run_carries_config_curves_and_summary(tmp_path, tiny_policy):
     assert not any(k.startswith(("profiling/", "train/profiling")) for k in keys)
     assert a["summary"]["status"] == "completed"
     assert a["summary"]["eval/accuracy"] == record.metrics["eval/accuracy"]
+
+
+def test_report_writes_one_summary_run_with_the_verdicts(tmp_path):
+    from pathlib import Path
+
+    from grpo_ablate import cli
+
+    csv = Path(__file__).parent / "fixtures" / "results.csv"
+    args = ["report", str(csv), "--out", str(tmp_path), "--wandb", "offline"]
+    assert cli.main(args) == 0 and cli.main(args) == 0  # a re-run updates the same run
+    files = sorted((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    runs = [read_run(p) for p in files]
+    assert len({r["run"].run_id for r in runs}) == 1
+    run = runs[-1]
+    assert run["run"].job_type == "summary" and run["run"].run_group == "results"
+    (row,) = run["history"]
+    assert row["verdicts/_type"] == "table-file" and row["verdicts/nrows"] == 3
+    assert {k.split("/")[1] for k in row if k.startswith("figures/")} == {"forest", "seeds", "mde"}
+    table = json.loads((files[-1].parent / "files" / row["verdicts/path"]).read_text())
+    report = json.loads((tmp_path / "report.json").read_text())
+    verdicts = {a["arm"]: a["verdict"] for a in report["strata"][0]["arms"]}
+    assert {r[2]: r[10] for r in table["data"]} == verdicts
+    assert run["summary"]["verdicts/improves"] == 1

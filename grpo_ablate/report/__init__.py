@@ -40,6 +40,9 @@ def parse_args(args: list[str]) -> argparse.Namespace:
                    help="output folder (default: PATH for one sweep folder, beside a CSV; "
                         "required for several folders)")
     p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--wandb", choices=["offline", "online"], default=None,
+                   help="also write the W&B summary run (verdict table, figures, report)")
+    p.add_argument("--wandb-project", default="grpo-ablate")
     ns = p.parse_args(args)
     if not 0 < ns.alpha < 1:
         raise UserError(f"--alpha {ns.alpha}: must be in (0, 1)")
@@ -99,4 +102,11 @@ def main(args: list[str]) -> int:
     atomic_write_text(out / "report.md", md)
     print(console_summary(md))
     print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
+    if ns.wandb:
+        from grpo_ablate.report.wandb_summary import log_summary
+
+        run_id = log_summary(report, out, figures, group=src.name if src.is_dir() else src.stem,
+                             project=ns.wandb_project, mode=ns.wandb)
+        if run_id:
+            print(f"W&B summary run: {run_id} ({ns.wandb}, under {out / 'wandb'})")
     return 0
