@@ -19,13 +19,13 @@ import pandas as pd
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.recipe import recipe_departures
+from grpo_ablate.store import STATUSES
 
 ID_COLUMNS = ("arm", "seed", "model", "task", "status")
-STATUSES = ("completed", "diverged", "failed")
 KEY = ["model", "task", "arm", "seed"]
 # Keys that never change a run's computation: two arms whose configs differ only here are
 # identical by construction.
-_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "logger", "cache")
+_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "logger")
 
 
 def computation_key(config: dict) -> str:
