@@ -158,10 +158,11 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
     if logger["backend"] == "wandb" and logger["mode"] != "disabled" and report_args is None:
         report_args = ["--wandb", logger["mode"], "--wandb-project", logger["project"]]
     quiet_libraries()
-    todo = sweep.plan(specs)
+    todo, reused = sweep.plan(specs)
     print(f"sweep: {len(specs)} runs ({len({s.arm for s in specs})} arms x "
-          f"{len({s.seed for s in specs})} seeds), {len(todo)} to train -> {', '.join(sweep_dirs)}",
-          file=sys.stderr)
+          f"{len({s.seed for s in specs})} seeds), {len(todo)} to train"
+          + (f", {reused} reused from the run cache" if reused else "")
+          + f" -> {', '.join(sweep_dirs)}", file=sys.stderr)
     t0 = time.perf_counter()
     if todo:  # a finished sweep starts no launcher, no worker, no model
         with sweep.progress_from_disk(specs):

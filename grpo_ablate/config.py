@@ -61,7 +61,7 @@ register_sweeps()
 # Allowed keys per section; None marks a leaf. Values are checked by RULES below.
 _LEAF = None
 SCHEMA: dict[str, Any] = {
-    "seed": _LEAF, "sweep_name": _LEAF, "out_root": _LEAF, "sweep_dir": _LEAF,
+    "seed": _LEAF, "sweep_name": _LEAF, "out_root": _LEAF, "sweep_dir": _LEAF, "run_cache": _LEAF,
     "eval": {"every_steps": _LEAF, "sampled_k": _LEAF, "temperature": _LEAF},
     "budget": {"match": _LEAF},
     "guard": {"kl_abort": _LEAF, "min_accuracy_gain": _LEAF},
@@ -303,7 +303,7 @@ def grpo_kwargs(data: dict, output_dir: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- identity
 # What does not change the computation, so it does not change the run's identity.
-_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "logger")
+_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger")
 
 
 def run_id(data: dict) -> str:

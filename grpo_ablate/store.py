@@ -47,6 +47,7 @@ class RunRecord:
     activity: dict[str, Any]   # how much the arm's trick acted: {acted, measure, details}
     versions: dict[str, str]
     git_sha: str | None
+    origin: str | None = None  # null: trained for this sweep; else the run-cache entry reused
     checksum: str = field(default="")
 
     def content_checksum(self) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from grpo_ablate import run_cache
 from grpo_ablate.config import RunSpec
 from grpo_ablate.store import (
     RECORD_NAME,
@@ -36,19 +37,29 @@ def execute(spec: RunSpec) -> str:
             return "busy (another sweep is training it)"
         if record_exists(run_dir):  # finished by another sweep while we waited
             return "skipped (record exists)"
+        clean_partials(run_dir)
+        if run_cache.adopt(spec):
+            return "reused (run cache)"
         from grpo_ablate.train import train_one
 
-        clean_partials(run_dir)
         print(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})", file=sys.stderr,
               flush=True)
         record, history = train_one(spec)
         write_record(run_dir, record, history)
+        run_cache.store(spec, record, history)
         return record.status
 
 
-def plan(specs: list[RunSpec]) -> list[RunSpec]:
-    """The runs of a sweep that still need training (no completed or diverged record)."""
-    return [s for s in specs if not record_exists(s.run_dir)]
+def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
+    """The runs of a sweep that still need training (no completed or diverged record), after
+    copying in what the run cache holds; and how many were copied."""
+    reused = 0
+    for spec in specs:
+        if not record_exists(spec.run_dir):
+            with run_lock(spec.sweep_dir, spec.run_id) as held:
+                if held and not record_exists(spec.run_dir) and run_cache.adopt(spec):
+                    reused += 1
+    return [s for s in specs if not record_exists(s.run_dir)], reused
 
 
 @dataclass

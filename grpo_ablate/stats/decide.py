@@ -364,6 +364,7 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
             out["strata_without_baseline"].append(
                 {"model": model, "task": task, "arms": sorted(set(sub["arm"])), "runs": len(sub)})
             continue
+        _check_one_recipe(sub, s.baseline, model, task)
         wanted = [s.metric, f"raw/{s.metric}", *(secondary or []),
                   *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
         st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric])
@@ -396,6 +397,19 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
         out["strata"].append(stratum)
     out["sign_flips"] = sign_flips(out["strata"])
     return out
+
+
+def _check_one_recipe(sub: pd.DataFrame, baseline: str, model: str, task: str) -> None:
+    """Sweeps combined in one report must share their baseline: runs of two recipes would
+    be compared as if one variable had changed."""
+    if "config_key" not in sub.columns:
+        return
+    keys = sub.loc[sub["arm"] == baseline, "config_key"].dropna().unique()
+    if len(keys) > 1:
+        dirs = sorted(set(sub.loc[sub["arm"] == baseline, "sweep_dir"].dropna()))
+        raise UserError(f"{model}/{task}: the {baseline} runs come from {len(keys)} different "
+                        f"recipes ({', '.join(dirs) or 'one folder'}); allowed: one recipe per "
+                        "report (report those sweeps separately)")
 
 
 def _diagnostics(sub: pd.DataFrame) -> dict:

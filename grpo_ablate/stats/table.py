@@ -25,7 +25,7 @@ ID_COLUMNS = ("arm", "seed", "model", "task", "status")
 KEY = ["model", "task", "arm", "seed"]
 # Keys that never change a run's computation: two arms whose configs differ only here are
 # identical by construction.
-_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "logger")
+_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "run_cache", "logger")
 
 
 def computation_key(config: dict) -> str:
@@ -156,6 +156,10 @@ def _normalise(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                                                          "budget/wall_seconds")]
         groups = df[dup].groupby(KEY, sort=True)
         conflicts = [k for k, g in groups if len(g[value_cols].astype(str).drop_duplicates()) > 1]
+        if conflicts and "config_key" in df.columns and \
+                df[dup]["config_key"].dropna().nunique() > 1:
+            raise UserError("the same arm and seed come from runs of different recipes; allowed: "
+                            "one recipe per report (report those sweep folders separately)")
         if conflicts:
             names = "; ".join(f"arm={a} seed={s}" + ("" if (m, t) == ("-", "-") else f" ({m}/{t})")
                               for m, t, a, s in conflicts[:5])

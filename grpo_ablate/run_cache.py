@@ -1,0 +1,69 @@
+"""A content-addressed store of finished runs, shared across sweeps: `<run_cache>/<run_id>/`
+holds a run's record and history, keyed by the hash of everything that changes its
+computation (config.run_id). A sweep that needs a run the cache holds copies it instead of
+training it, and the copy's record says where it came from (`origin`). Entries are checked
+like records (schema, checksum), and an entry whose config does not hash to its key, or that
+is not a finished run, is refused and the run is trained."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from grpo_ablate.config import RunSpec, run_id
+from grpo_ablate.store import (
+    RECORD_NAME,
+    CorruptRecord,
+    RunRecord,
+    read_history,
+    read_record,
+    write_record,
+)
+
+log = logging.getLogger(__name__)
+
+
+def cache_dir(spec: RunSpec) -> Path | None:
+    where = spec.config.get("run_cache")
+    return Path(where) / spec.run_id if where else None
+
+
+def store(spec: RunSpec, record: RunRecord, history: list[dict]) -> None:
+    """Keep a finished run (completed or diverged, trained here) for other sweeps."""
+    entry = cache_dir(spec)
+    if entry is None or record.status == "failed" or record.origin is not None:
+        return
+    try:
+        write_record(entry, replace(record), history)
+    except OSError as exc:  # a full or read-only cache never fails the run
+        log.warning("run cache not written (%s)", exc)
+
+
+def lookup(spec: RunSpec) -> tuple[RunRecord, list[dict], Path] | None:
+    """The cached run for this spec, if the cache holds a valid one."""
+    entry = cache_dir(spec)
+    if entry is None or not (entry / RECORD_NAME).is_file():
+        return None
+    try:
+        record = read_record(entry / RECORD_NAME)
+    except CorruptRecord as exc:
+        log.warning("run cache entry refused: %s", exc)
+        return None
+    if record.status == "failed" or record.run_id != spec.run_id or \
+            run_id(record.config) != spec.run_id:
+        log.warning("run cache entry refused: %s is not run %s", entry, spec.run_id)
+        return None
+    return record, read_history(entry), entry
+
+
+def adopt(spec: RunSpec) -> bool:
+    """Copy a cached run into this sweep's folder, as this sweep's record. True if done."""
+    found = lookup(spec)
+    if found is None:
+        return False
+    record, history, entry = found
+    mine = replace(record, sweep=spec.config["sweep_name"], config=spec.config,
+                   origin=str(entry.resolve()))
+    write_record(spec.run_dir, mine, history)
+    return True

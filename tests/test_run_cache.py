@@ -1,0 +1,71 @@
+"""The run cache shared across sweeps: a second sweep reuses the first one's baseline (no
+training, records pointing at the cache), refuses corrupt or foreign entries, and a report
+over both folders combines them only when their recipes agree."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from grpo_ablate import cli
+from grpo_ablate.store import read_record
+
+pytestmark = pytest.mark.slow
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+SHORT = ["sweep=smoke", "trainer.max_steps=2", "eval.every_steps=0"]
+
+
+def sweep(out, name, tricks, *extra):
+    return subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", *SHORT, f"trick={tricks}",
+                           f"sweep_name={name}", f"out_root={out}", *extra],
+                          capture_output=True, text=True, env=ENV, timeout=900)
+
+
+def records(folder):
+    return {r.arm + str(r.seed): r for r in map(read_record, folder.glob("runs/*/record.json"))}
+
+
+def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, capsys):
+    first = sweep(tmp_path, "a", "baseline,no_kl")
+    assert first.returncode == 0, first.stderr[-2000:]
+    # A damaged and a foreign entry: each of those runs is trained again, not reused.
+    cache = tmp_path / ".run-cache"
+    a = records(tmp_path / "a")
+    damaged = cache / a["baseline1"].run_id / "record.json"
+    damaged.write_text(damaged.read_text().replace('"completed"', '"completed" '))
+    damaged.write_text(damaged.read_text()[:-40])
+    second = sweep(tmp_path, "b", "baseline,reward_clip")
+    assert second.returncode == 0, second.stderr[-2000:]
+    trained = [ln for ln in second.stderr.splitlines() if ln.startswith("training ")]
+    assert sorted(t.split()[1] + t.split()[2] for t in trained) == \
+        ["arm=baselineseed=1", "arm=reward_clipseed=0", "arm=reward_clipseed=1"]
+    assert "1 reused from the run cache" in second.stderr
+    b = records(tmp_path / "b")
+    reused = b["baseline0"]
+    assert reused.origin == str((cache / reused.run_id).resolve())
+    assert reused.metrics == a["baseline0"].metrics and reused.sweep == "b"
+    assert b["baseline1"].origin is None and b["reward_clip0"].origin is None
+    # A foreign entry (a record filed under another run's id) is refused.
+    shutil.rmtree(cache / a["no_kl0"].run_id)
+    shutil.copytree(cache / a["baseline0"].run_id, cache / a["no_kl0"].run_id)
+    third = sweep(tmp_path, "c", "no_kl", "seed=0")
+    assert "training arm=no_kl seed=0" in third.stderr
+    # Reported together: same recipe, so the folders combine.
+    assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
+                     str(tmp_path / "both"), "--no-figures"]) == 0
+    capsys.readouterr()
+    rep = json.loads((tmp_path / "both" / "report.json").read_text())
+    assert {x["arm"] for x in rep["strata"][0]["arms"]} == {"no_kl", "reward_clip"}
+
+
+def test_report_refuses_to_mix_recipes(tmp_path, tiny_policy, capsys):
+    assert sweep(tmp_path, "a", "baseline", "run_cache=null").returncode == 0
+    assert sweep(tmp_path, "b", "baseline,no_kl", "seed=2,3", "trainer.max_steps=3",
+                 "run_cache=null").returncode == 0
+    code = cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and "the baseline runs come from 2 different recipes" in err
+    assert not (tmp_path / "x").exists()
