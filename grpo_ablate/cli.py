@@ -112,7 +112,7 @@ def _show(line: HydraLine, overrides: list[str]) -> int:
 
 def cmd_run(args: list[str]) -> int:
     from grpo_ablate.config import specs_for
-    from grpo_ablate.store import RECORD_NAME, read_record
+    from grpo_ablate.store import RECORD_NAME, CorruptRecord, read_record
 
     line = parse_hydra_line(args)
     if line.multirun:
@@ -122,7 +122,12 @@ def cmd_run(args: list[str]) -> int:
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
     quiet_libraries()
     _hydra([*line.flags(), *line.overrides], multirun=False)
-    record = read_record(spec.run_dir / RECORD_NAME)
+    try:
+        record = read_record(spec.run_dir / RECORD_NAME)
+    except CorruptRecord:  # another sweep holds the run's lock and is training it
+        print(f"grpo-ablate: no record at {spec.run_dir}: another sweep is training this run",
+              file=sys.stderr)
+        return 1
     print(f"record: {spec.run_dir / RECORD_NAME}")
     print(f"status={record.status} " + " ".join(
         f"{k}={v:.4f}" for k, v in sorted(record.metrics.items()) if v is not None))
