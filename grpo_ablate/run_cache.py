@@ -16,6 +16,7 @@ from grpo_ablate.store import (
     RECORD_NAME,
     CorruptRecord,
     RunRecord,
+    clean_partials,
     read_history,
     read_record,
     write_record,
@@ -35,7 +36,8 @@ def store(spec: RunSpec, record: RunRecord, history: list[dict]) -> None:
     if entry is None or record.status == "failed" or record.origin is not None:
         return
     try:
-        write_record(entry, replace(record), history)
+        clean_partials(entry)  # a writer killed earlier may have left a temp file
+        write_record(entry, replace(record), history, pause=None)  # the kill tests aim at runs/
     except OSError as exc:  # a full or read-only cache never fails the run
         log.warning("run cache not written (%s)", exc)
 

@@ -87,12 +87,13 @@ def atomic_write_text(path: Path, text: str, pause: str | None = None) -> None:
         raise
 
 
-def write_record(run_dir: Path, record: RunRecord, history: list[dict]) -> Path:
+def write_record(run_dir: Path, record: RunRecord, history: list[dict],
+                 pause: str | None = "record_write") -> Path:
     record.checksum = record.content_checksum()
     lines = "".join(json.dumps(jsonable(row), allow_nan=False) + "\n" for row in history)
     atomic_write_text(run_dir / HISTORY_NAME, lines)
     body = json.dumps(jsonable(asdict(record)), indent=1, sort_keys=True, allow_nan=False)
-    atomic_write_text(run_dir / RECORD_NAME, body + "\n", pause="record_write")
+    atomic_write_text(run_dir / RECORD_NAME, body + "\n", pause=pause)
     return run_dir / RECORD_NAME
 
 
