@@ -120,7 +120,6 @@ def cmd_run(args: list[str]) -> int:
     if line.show:
         return _show(line, line.overrides)
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
-    quiet_libraries()
     _hydra([*line.flags(), *line.overrides], multirun=False)
     try:
         record = read_record(spec.run_dir / RECORD_NAME)
@@ -162,7 +161,6 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
     logger = specs[0].config["logger"]
     if logger["backend"] == "wandb" and logger["mode"] != "disabled" and report_args is None:
         report_args = ["--wandb", logger["mode"], "--wandb-project", logger["project"]]
-    quiet_libraries()
     todo, reused = sweep.plan(specs)
     print(f"sweep: {len(specs)} runs ({len({s.arm for s in specs})} arms x "
           f"{len({s.seed for s in specs})} seeds), {len(todo)} to train"
