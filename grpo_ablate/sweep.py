@@ -53,13 +53,16 @@ def execute(spec: RunSpec) -> str:
 def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
     """The runs of a sweep that still need training (no completed or diverged record), after
     copying in what the run cache holds; and how many were copied."""
-    reused = 0
+    todo, reused = [], 0
     for spec in specs:
-        if not record_exists(spec.run_dir):
-            with run_lock(spec.sweep_dir, spec.run_id) as held:
-                if held and not record_exists(spec.run_dir) and run_cache.adopt(spec):
-                    reused += 1
-    return [s for s in specs if not record_exists(s.run_dir)], reused
+        if record_exists(spec.run_dir):
+            continue
+        with run_lock(spec.sweep_dir, spec.run_id) as held:
+            if held and not record_exists(spec.run_dir) and run_cache.adopt(spec):
+                reused += 1
+                continue
+        todo.append(spec)
+    return todo, reused
 
 
 @dataclass

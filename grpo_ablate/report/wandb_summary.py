@@ -44,12 +44,13 @@ def log_summary(report: dict, out_dir: Path, figures: list[str], group: str,
             config={k: report[k] for k in ("metric", "direction", "alpha", "correction",
                                            "baseline", "min_effect", "inert_below")},
             settings=wandb.Settings(silent=True, init_timeout=60, console="off"))
-        payload = {"verdicts": wandb.Table(columns=COLUMNS, data=verdict_rows(report))}
+        rows = verdict_rows(report)
+        payload = {"verdicts": wandb.Table(columns=COLUMNS, data=rows)}
         payload.update({f"figures/{Path(f).stem}": wandb.Image(str(out_dir / "figures" / f))
                         for f in figures})
         run.log(payload)
         counts: dict[str, int] = {}
-        for row in verdict_rows(report):
+        for row in rows:
             counts[row[10]] = counts.get(row[10], 0) + 1
         run.summary.update({f"verdicts/{v}": n for v, n in counts.items()})
         artifact = wandb.Artifact(f"report-{group}", type="report")
