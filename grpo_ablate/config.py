@@ -64,6 +64,8 @@ SCHEMA: dict[str, Any] = {
     "seed": _LEAF, "sweep_name": _LEAF, "out_root": _LEAF, "sweep_dir": _LEAF, "run_cache": _LEAF,
     "eval": {"every_steps": _LEAF, "sampled_k": _LEAF, "temperature": _LEAF},
     "budget": {"match": _LEAF},
+    "adaptive": {"enabled": _LEAF, "rungs": _LEAF, "alpha": _LEAF, "min_effect": _LEAF,
+                 "futility": _LEAF, "metric": _LEAF},
     "guard": {"kl_abort": _LEAF, "min_accuracy_gain": _LEAF},
     "faults": {"nan_loss_at_step": _LEAF, "kl_blowup_at_step": _LEAF,
                "reward_raises_at_step": _LEAF, "sleep_per_step": _LEAF},
@@ -128,6 +130,14 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "eval.sampled_k": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
     "eval.temperature": (lambda x: _num(x) and x > 0, "a number > 0"),
     "budget.match": (lambda x: x in ("none", "completions"), "one of: none, completions"),
+    "adaptive.enabled": (lambda x: isinstance(x, bool), "true or false"),
+    "adaptive.rungs": (lambda x: isinstance(x, list) and len(x) >= 1
+                       and all(_int(v) and v >= 2 for v in x) and x == sorted(set(x)),
+                       "a list of increasing integers >= 2, e.g. [3,6,10]"),
+    "adaptive.alpha": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
+    "adaptive.min_effect": (lambda x: _num(x) and x > 0, "a number > 0 (metric units)"),
+    "adaptive.futility": (lambda x: _num(x) and 0 <= x < 1,
+                          "a conditional power in [0, 1); 0 turns the futility stop off"),
     "recipe.group_size": (lambda x: _int(x) and x >= 2, "an integer >= 2"),
     "trainer.use_cpu": (lambda x: x is None or isinstance(x, bool), "true, false or null (auto)"),
     "trainer.bf16": (lambda x: x is None or isinstance(x, bool), "true, false or null (auto)"),
@@ -303,7 +313,7 @@ def grpo_kwargs(data: dict, output_dir: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- identity
 # What does not change the computation, so it does not change the run's identity.
-_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger")
+_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger", "adaptive")
 
 
 def run_id(data: dict) -> str:

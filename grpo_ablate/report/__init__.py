@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from grpo_ablate.errors import UserError
@@ -57,7 +58,28 @@ def parse_args(args: list[str]) -> argparse.Namespace:
 
 def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], object]:
     df, warnings = load_results(paths)
+    settings, note = with_adaptive_plan(paths, settings)
+    if note:
+        warnings.append(note)
     return analyse(df, settings, secondary=SECONDARY), warnings, df
+
+
+def with_adaptive_plan(paths: list, settings: Settings) -> tuple[Settings, str | None]:
+    """An adaptive sweep's verdicts come from its declared looks, not from a fixed-n test
+    of whatever seeds it ended with (that would ignore the optional stopping)."""
+    from grpo_ablate.adaptive import read_plan
+
+    plans = [read_plan(p) if Path(p).is_dir() else None for p in paths]
+    if all(p is None for p in plans):
+        return settings, None
+    if len(set(plans)) > 1:
+        return settings, ("the folders do not share one adaptive plan: fixed-n verdicts, which "
+                          "ignore the sweeps' optional stopping")
+    plan = plans[0]
+    if plan.metric != settings.metric:
+        return settings, (f"the adaptive plan decides on {plan.metric}: verdicts on "
+                          f"{settings.metric} are fixed-n, ignoring the optional stopping")
+    return replace(settings, sequential=plan), None
 
 
 def recipe_departures(df, baseline: str) -> list[str]:

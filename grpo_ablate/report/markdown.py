@@ -21,6 +21,10 @@ def _p(x) -> str:
     return "-" if x is None else ("<0.001" if x < 0.001 else f"{x:.3f}")
 
 
+def _g(x) -> str:
+    return "-" if x is None else f"{x:.2g}"
+
+
 def _order(arms: list[dict], direction: str) -> list[dict]:
     """Best first, in the metric's direction; untestable arms last."""
     sign = -1 if direction == "higher" else 1
@@ -69,7 +73,7 @@ def render_markdown(report: dict, figures: list[str]) -> str:
                   "P(trick better than baseline):", ""]
         lines += [f"- {x['arm']}: {_p(x['robust_p'])}, {_p(x['permutation_p'])}, "
                   f"{_f(x['prob_improvement'], 2)}" for x in st["arms"]]
-        lines += (_activity(st) + _budget(st) + _ema(st, m) + _stability(st) + _illusion(st)
+        lines += (_adaptive(st) + _activity(st) + _budget(st) + _ema(st, m) + _stability(st) + _illusion(st)
                   + _recipe(st) + _diag(st) + _failures(st))
     if len(report["strata"]) > 1:
         lines += _strata(report)
@@ -86,6 +90,40 @@ def render_markdown(report: dict, figures: list[str]) -> str:
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in figures]
     return "\n".join(lines) + "\n"
+
+
+REASONS = {"efficacy": "crossed the efficacy boundary", "equivalence": "equivalent (TOST)",
+           "identical": "identical to the baseline on every seed", "final": "last rung reached",
+           "futility": "stopped for futility", "open": "still open"}
+
+
+def _adaptive(st: dict) -> list[str]:
+    ad = st.get("adaptive")
+    if not ad:
+        return []
+    d = ad["design"]
+    lines = ["", "## Adaptive seed ladder", "",
+             f"Declared before the first run: rungs {' -> '.join(map(str, d['rungs']))} seeds, "
+             f"alpha {d['alpha']} spent over the looks (O'Brien-Fleming type) with Holm across "
+             f"the {len(d['arms'])} arms, equivalence margin ±{d['min_effect']}, futility stop "
+             f"below {d['futility']:.0%} conditional power (non-binding). The verdicts above "
+             "are the looks' decisions.", "",
+             "| look | seeds | alpha spent (at alpha/arms) | boundary z | boundary p |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r['look']} | {r['seeds']} | {r['alpha_spent_this_look']:.2g} "
+              f"| {r['z_boundary']:.3f} | {r['p_boundary']:.2g} |" for r in ad["plan"]]
+    lines += ["", "| arm | settled at look | seeds | why | p at that look | boundary p | verdict |",
+              "|---|---|---|---|---|---|---|"]
+    for x in st["arms"]:
+        a = x.get("adaptive")
+        if a:
+            lines.append(f"| {x['arm']} | {a['look'] or '-'} | {a['seeds'] or '-'} "
+                         f"| {REASONS.get(a['reason'], a['reason'])} | {_g(a.get('p_value'))} "
+                         f"| {_g(a.get('p_boundary'))} | {x['verdict']} |")
+    pending = f"; look {ad['pending_look']} still running" if ad["pending_look"] else ""
+    lines += ["", f"Runs: {ad['runs_used']} used against {ad['runs_fixed_n']} for fixed n at "
+              f"{d['rungs'][-1]} seeds: {ad['runs_saved']:.0%} saved{pending}."]
+    return lines
 
 
 def _acted(act: dict | None) -> str:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.stats.correct import adjust
+from grpo_ablate.stats.sequential import Design, Ladder, take_look
 from grpo_ablate.stats.table import metric_columns
 from grpo_ablate.stats.tests import (
     Comparison,
@@ -60,6 +61,7 @@ class Settings:
     secondary_correction: str = "bh"
     direction: str | None = None  # higher | lower; None: from the metric's name
     inert_below: float = 0.05     # activity under this: the trick was not really tested
+    sequential: Design | None = None  # an adaptive sweep's plan: verdicts from its looks
 
     @property
     def metric_direction(self) -> str:
@@ -199,6 +201,53 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
     baseline = {"n": int((~np.isnan(bvals)).sum()), "mean": mean, "std": std,
                 "runs_failed": st.counts.get(st.baseline, (0, 0))[1]}
     return {"baseline": baseline, "arms": entries, "k": k}
+
+
+# ---------------------------------------------------------------------------- adaptive ladder
+def replay_ladder(st: Stratum, design: Design, direction: str) -> tuple[Ladder, int | None]:
+    """Re-take an adaptive sweep's looks from its runs (the records are the only state).
+    Returns the ladder and the 0-based look whose runs are not all recorded yet (None when
+    the ladder is finished). A look needs a record (any status) for the baseline and every
+    arm still open, on every seed below its rung."""
+    ladder = Ladder(design, list(design.arms or st.arms))
+    present = {(a, int(x)) for a, x in zip(st.sub["arm"], st.sub["seed"], strict=True)}
+    base = st.column(st.baseline, design.metric)
+    has_base = st.has[:, st.column_of[st.baseline]]
+    for k, n in enumerate(design.rungs):
+        if ladder.finished:
+            return ladder, None
+        if any((a, x) not in present for a in [st.baseline, *ladder.open] for x in range(n)):
+            return ladder, k
+        rung = st.seeds < n
+        comps = {a: compare(st.seeds[rung], st.column(a, design.metric)[rung],
+                            st.has[rung, st.column_of[a]], base[rung], has_base[rung],
+                            design.min_effect, robust=False) for a in ladder.open}
+        take_look(ladder, comps, direction)
+    return ladder, None
+
+
+def apply_ladder(arms: list[dict], ladder: Ladder, pending: int | None, runs: int) -> dict:
+    """An adaptive sweep's verdicts are its looks' decisions: the arm entries get them,
+    and the stratum gets the plan and the runs saved against fixed n at the last rung."""
+    d = ladder.design
+    for entry in arms:
+        got = ladder.settled.get(entry["arm"])
+        if entry["arm"] not in ladder.arms:
+            entry["notes"].append("not in the adaptive plan: a fixed-n verdict")
+            continue
+        if got is None:
+            entry["verdict"] = "inconclusive"
+            entry["adaptive"] = {"look": None, "seeds": None, "reason": "open",
+                                 "next_seeds": d.rungs[pending] if pending is not None else None}
+            continue
+        entry["verdict"] = got.verdict
+        if got.verdict != "inconclusive":
+            entry["more_seeds_needed"] = 0
+        entry["adaptive"] = {k: _clean(v) for k, v in asdict(got).items()}
+    fixed = (len(ladder.arms) + 1) * d.rungs[-1]
+    return {"design": asdict(d), "plan": d.table(len(ladder.arms)), "looks_done": ladder.looks_done,
+            "pending_look": pending + 1 if pending is not None else None,
+            "runs_used": runs, "runs_fixed_n": fixed, "runs_saved": 1 - runs / fixed}
 
 
 # ---------------------------------------------------------------------------- activity, budget
@@ -373,9 +422,15 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
             raise UserError(
                 f"--baseline {s.baseline}: {primary['baseline']['n']} usable run(s) for "
                 f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
+        adaptive = None
+        if s.sequential is not None and s.sequential.metric == s.metric:
+            ladder, pending = replay_ladder(st, s.sequential, direction)
+            adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub))
         apply_activity(primary["arms"], activity(st), s)
         stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                    "arms": primary["arms"], "comparisons": primary["k"]}
+        if adaptive:
+            stratum["adaptive"] = adaptive
         stratum["secondary"] = {
             m: analyse_metric(st, s, m, s.secondary_correction, default_direction(m),
                               full=False)["arms"]

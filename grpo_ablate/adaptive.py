@@ -1,0 +1,116 @@
+"""An adaptive sweep's plan and its next rung, from the records on disk.
+
+The plan (rungs, boundaries, alpha spent per look, the arms) is written to the sweep folder
+before the first run and cannot change afterwards: a ladder redesigned after looking at
+results would void its error rates. Which runs come next is recomputed from the records
+every time (`next_rung`), never held in memory, so a killed sweep resumes like any other,
+under any launcher: each rung is one Hydra multirun of the open arms x the rung's seeds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from grpo_ablate.errors import UserError
+from grpo_ablate.stats.sequential import Design
+
+PLAN_NAME = "adaptive_plan.json"
+BASELINE = "baseline"
+
+
+def design_from_config(block: dict, arms: list[str]) -> Design:
+    return Design(rungs=tuple(block["rungs"]), alpha=float(block["alpha"]),
+                  min_effect=float(block["min_effect"]), futility=float(block["futility"]),
+                  metric=block["metric"], arms=tuple(arms))
+
+
+def plan_json(design: Design) -> dict:
+    return {"design": asdict(design), "baseline": BASELINE,
+            "looks": design.table(len(design.arms)),
+            "rules": "efficacy: t-test p < the look's boundary (O'Brien-Fleming-type spending, "
+                     "Holm across arms, sequentially rejective); no_effect: TOST p < the "
+                     "boundary at alpha/arms; futility (non-binding): conditional power under "
+                     "the current trend < design.futility; boundaries shown at alpha/arms"}
+
+
+def write_plan(sweep_dir: Path, design: Design) -> dict:
+    """Declare the plan, or check that this command asks for the one already declared."""
+    from grpo_ablate.store import atomic_write_text
+
+    path = Path(sweep_dir) / PLAN_NAME
+    wanted = plan_json(design)
+    if path.is_file():
+        have = read_plan(sweep_dir)
+        if have != design:
+            raise UserError(
+                f"adaptive: {path} declares rungs {list(have.rungs)}, alpha {have.alpha}, "
+                f"futility {have.futility}, {len(have.arms)} arms on {have.metric}; this command "
+                f"asks for rungs {list(design.rungs)}, alpha {design.alpha}, futility "
+                f"{design.futility}, {len(design.arms)} arms on {design.metric}; allowed: the "
+                "declared plan (a ladder is fixed before its first run), or a new sweep_name")
+        return wanted
+    atomic_write_text(path, json.dumps(wanted, indent=1) + "\n")
+    return wanted
+
+
+def read_plan(sweep_dir: Path) -> Design | None:
+    path = Path(sweep_dir) / PLAN_NAME
+    if not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text())["design"]
+        return Design(rungs=tuple(d["rungs"]), alpha=d["alpha"], min_effect=d["min_effect"],
+                      futility=d["futility"], metric=d["metric"], arms=tuple(d["arms"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not a readable adaptive plan ({exc}); allowed: the file "
+                        "`grpo-ablate sweep adaptive=true` wrote") from None
+
+
+@dataclass(frozen=True)
+class Rung:
+    """The runs an adaptive sweep needs next: the open arms (and the baseline) x seeds."""
+
+    look: int                  # 0-based look these runs complete
+    arms: tuple[str, ...]      # open arms in some stratum, baseline first
+    seeds: tuple[int, ...]     # seeds below the rung that some of those arms lack
+
+    def overrides(self) -> list[str]:
+        return [f"trick={','.join(self.arms)}", f"seed={','.join(map(str, self.seeds))}"]
+
+
+def next_rung(sweep_dir: Path, design: Design, strata: list[tuple[str, str]],
+              direction: str | None = None) -> Rung | None:
+    """The first look, over all strata, whose runs are not all recorded; None when every
+    stratum's ladder is finished. Recomputed from the records each time."""
+    import pandas as pd
+
+    from grpo_ablate.stats.decide import Stratum, default_direction, replay_ladder
+    from grpo_ablate.stats.table import load_results
+
+    try:
+        df, _ = load_results([Path(sweep_dir)])
+    except UserError:  # no record yet
+        df = pd.DataFrame(columns=["arm", "seed", "model", "task", "status"])
+    df = df[df["arm"].isin([BASELINE, *design.arms])]
+    direction = direction or default_direction(design.metric)
+    wanted: dict[int, set[str]] = {}
+    for model, task in strata:
+        sub = df[(df["model"] == model) & (df["task"] == task)]
+        if sub.empty or BASELINE not in set(sub["arm"]):
+            wanted.setdefault(0, set()).update(design.arms)
+            continue
+        metrics = [design.metric] if design.metric in sub.columns else []
+        ladder, pending = replay_ladder(Stratum(sub, BASELINE, metrics), design, direction)
+        if pending is not None:
+            wanted.setdefault(pending, set()).update(ladder.open)
+    if not wanted:
+        return None
+    look = min(wanted)
+    arms = (BASELINE, *[a for a in design.arms if a in wanted[look]])
+    n = design.rungs[look]
+    have = {(a, int(s)) for a, s in zip(df["arm"], df["seed"], strict=True)} if strata and \
+        len(strata) == 1 else set()
+    seeds = tuple(s for s in range(n) if any((a, s) not in have for a in arms))
+    return Rung(look, arms, seeds)

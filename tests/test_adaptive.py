@@ -1,0 +1,239 @@
+"""The adaptive seed ladder: boundaries against published O'Brien-Fleming tables and an
+independent Monte-Carlo, the look rules one at a time, the family-wise error rate of the
+whole procedure, and a real adaptive sweep killed and resumed from the records on disk."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grpo_ablate import adaptive, cli
+from grpo_ablate.errors import UserError
+from grpo_ablate.stats.sequential import (
+    Design,
+    Ladder,
+    efficacy_bounds,
+    nominal_p,
+    obf_spent,
+    take_look,
+)
+from grpo_ablate.stats.tests import Comparison, paired_compare
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+for var in ("GRPO_ABLATE_PAUSE_AT", "GRPO_ABLATE_PAUSE_MARKER"):
+    ENV.pop(var, None)
+
+
+# ---------------------------------------------------------------------------- boundaries
+@pytest.mark.parametrize("looks, published", [
+    # Lan-DeMets O'Brien-Fleming-type spending, equally spaced looks, two-sided alpha 0.05
+    # (e.g. gsDesign's sfLDOF; Jennison & Turnbull 2000, table 7.6 ff.).
+    (5, (4.877, 3.357, 2.680, 2.290, 2.031)),
+    (3, (3.710, 2.511, 1.993)),
+])
+def test_boundaries_match_the_published_obrien_fleming_table(looks, published):
+    fractions = tuple((k + 1) / looks for k in range(looks))
+    assert efficacy_bounds(fractions, 0.05) == pytest.approx(published, abs=0.0015)
+
+
+def test_boundaries_spend_alpha_as_declared_by_independent_monte_carlo():
+    """Brownian paths at the default ladder's fractions: the first crossing at each look
+    happens with the probability the spending function assigns it, at a Holm level too."""
+    design = Design()
+    t = np.asarray(design.fractions)
+    rng = np.random.default_rng(7)
+    paths = np.cumsum(rng.normal(size=(1_000_000, len(t))) * np.sqrt(np.diff(t, prepend=0)), 1)
+    z = np.abs(paths / np.sqrt(t))
+    for level in (0.05, 0.2):
+        c = np.asarray(efficacy_bounds(design.fractions, level))
+        crossed = z >= c
+        first = crossed & (np.cumsum(crossed, 1) == 1)
+        spent = [obf_spent(x, level) for x in t]
+        want = np.diff(spent, prepend=0)
+        got = first.mean(0)
+        se = np.sqrt(want * (1 - want) / len(z))
+        assert np.all(np.abs(got - want) < 4 * se + 1e-6), (level, got, want)
+        assert spent[-1] == pytest.approx(level)
+
+
+def test_one_look_is_the_fixed_n_test():
+    assert efficacy_bounds((1.0,), 0.05)[0] == pytest.approx(1.959964, abs=1e-5)
+
+
+# ---------------------------------------------------------------------------- the look rules
+def comp(p: float, diff: float = 0.05, tost: float = 0.9, exact: bool = False) -> Comparison:
+    return Comparison("paired_t", 3, diff, diff - 0.01, diff + 0.01, p, 1.0, tost, 0.01,
+                      exact=exact)
+
+
+def test_holm_across_arms_frees_alpha_after_each_rejection():
+    """At the last look, the boundary at alpha/2 is above one arm's p and below at alpha/1:
+    it is rejected only because the other arm was rejected first (Holm's step-down)."""
+    design = Design(rungs=(3,), arms=("a", "b"))
+    at_half, at_full = design.boundary_p(0, 0.025), design.boundary_p(0, 0.05)
+    p_b = (at_half + at_full) / 2
+    ladder = take_look(Ladder(design, ["a", "b"]), {"a": comp(at_half / 10), "b": comp(p_b)})
+    assert {a: s.reason for a, s in ladder.settled.items()} == {"a": "efficacy", "b": "efficacy"}
+    # without a's rejection, b stays below significance
+    ladder = take_look(Ladder(design, ["a", "b"]), {"a": comp(0.9, tost=0.9), "b": comp(p_b)})
+    assert ladder.settled["b"].reason == "final"
+    assert ladder.settled["b"].verdict == "inconclusive"
+
+
+def test_early_look_uses_the_stricter_spending_boundary():
+    design = Design(rungs=(3, 6, 10), arms=("a",))
+    p = nominal_p(3.0)  # crosses 1.96 but not the first O'Brien-Fleming boundary (3.71 at 1/3)
+    ladder = take_look(Ladder(design, ["a"]), {"a": comp(p)})
+    assert "a" in ladder.open and ladder.looks_done == 1
+    assert design.boundary_p(0, 0.05) < p < design.boundary_p(2, 0.05)
+
+
+def test_futility_stops_a_flat_arm_and_spares_a_promising_one():
+    design = Design(rungs=(3, 6, 10), arms=("flat", "promising"))
+    ladder = take_look(Ladder(design, ["flat", "promising"]),
+                       {"flat": comp(0.9, diff=0.001), "promising": comp(0.02)})
+    assert ladder.settled["flat"].reason == "futility"
+    assert ladder.settled["flat"].conditional_power < design.futility
+    assert "promising" in ladder.open
+
+
+def test_equivalence_and_identical_settle_as_no_effect_and_direction_sets_the_sign():
+    design = Design(rungs=(3, 6), arms=("eq", "same", "worse"))
+    ladder = take_look(Ladder(design, ["eq", "same", "worse"]), {
+        "eq": comp(0.9, diff=0.0, tost=1e-9),
+        "same": comp(math.nan, diff=0.0, exact=True),
+        "worse": comp(1e-12, diff=-0.2)})
+    assert {a: (s.reason, s.verdict) for a, s in ladder.settled.items()} == {
+        "eq": ("equivalence", "no_effect"), "same": ("identical", "no_effect"),
+        "worse": ("efficacy", "harms")}
+    lower = take_look(Ladder(design, ["worse"]), {"worse": comp(1e-12, diff=-0.2)}, "lower")
+    assert lower.settled["worse"].verdict == "improves"
+
+
+def test_the_ladder_keeps_the_family_wise_error_rate_under_the_global_null():
+    """Six null arms, matched seeds, 600 simulated sweeps: rejecting any arm is a family-wise
+    error; the rate stays at alpha within Monte-Carlo error (peeking at p < 0.05 after every
+    rung would give about 2-3x alpha)."""
+    design = Design(arms=tuple("abcdef"))
+    rng = np.random.default_rng(11)
+    errors, naive = 0, 0
+    for _ in range(600):
+        seed_effect = rng.normal(0, 0.03, 10)
+        base = seed_effect + rng.normal(0, 0.03, 10)
+        arms = seed_effect + rng.normal(0, 0.03, (6, 10))
+        ladder = Ladder(design, list(design.arms))
+        for n in design.rungs:
+            if ladder.finished:
+                break
+            take_look(ladder, {a: paired_compare(arms[i][:n], base[:n], 0.01, robust=False)
+                               for i, a in enumerate(design.arms) if a in ladder.open})
+        errors += any(s.reason == "efficacy" for s in ladder.settled.values())
+        naive += any(min(paired_compare(arms[i][:n], base[:n], 0.01, robust=False).p_value
+                         for n in design.rungs) < 0.05 / 6 for i in range(6))
+    assert errors / 600 <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 600)
+    assert naive > errors  # peeking at a fixed level is the mistake the ladder avoids
+
+
+# ---------------------------------------------------------------------------- plan and CLI
+def test_plan_is_fixed_once_declared(tmp_path):
+    design = Design(rungs=(3, 6, 10), arms=("no_kl", "ema"))
+    adaptive.write_plan(tmp_path, design)
+    plan = json.loads((tmp_path / adaptive.PLAN_NAME).read_text())
+    assert [r["seeds"] for r in plan["looks"]] == [3, 6, 10]
+    assert sum(r["alpha_spent_this_look"] for r in plan["looks"]) == pytest.approx(0.025)
+    assert adaptive.read_plan(tmp_path) == design
+    adaptive.write_plan(tmp_path, design)  # the same plan again: fine
+    with pytest.raises(UserError, match="declares rungs \\[3, 6, 10\\].*allowed: the declared"):
+        adaptive.write_plan(tmp_path, Design(rungs=(2, 4), arms=("no_kl", "ema")))
+
+
+def test_adaptive_true_is_short_for_the_enabled_key():
+    assert cli.parse_hydra_line(["adaptive=true", "adaptive.rungs=[2,4]"]).overrides == \
+        ["adaptive.enabled=true", "adaptive.rungs=[2,4]"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["adaptive.rungs=[3,2]"], "adaptive.rungs=[3, 2]: must be a list of increasing"),
+    (["adaptive.futility=1.5"], "adaptive.futility=1.5: must be a conditional power"),
+    (["adaptive=true", "trick=no_kl"], "allowed: the baseline and at least one trick"),
+])
+def test_bad_adaptive_input_is_one_line_exit_2(tmp_path, capsys, args, message):
+    assert cli.main(["sweep", "sweep=smoke", f"out_root={tmp_path}", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not list(tmp_path.rglob("*.json"))
+
+
+# ---------------------------------------------------------------------------- end to end
+ADAPTIVE = ["sweep=smoke", "trick=baseline,no_kl,lr_cosine", "adaptive=true",
+            "adaptive.rungs=[2,3]", "trainer.max_steps=3", "eval.every_steps=0", "run_cache=null"]
+
+
+def adaptive_sweep(out: Path, *extra: str, pause: str | None = None,
+                   marker: Path | None = None) -> subprocess.Popen:
+    env = dict(ENV)
+    if pause:
+        env.update(GRPO_ABLATE_PAUSE_AT=pause, GRPO_ABLATE_PAUSE_MARKER=str(marker))
+    return subprocess.Popen([sys.executable, "-m", "grpo_ablate.cli", "sweep", *ADAPTIVE,
+                             f"out_root={out}", *extra], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def adaptive_part(sweep: Path) -> dict:
+    rep = json.loads((sweep / "report.json").read_text())
+    (st,) = rep["strata"]
+    return {"plan": st["adaptive"], "arms": {a["arm"]: (a["verdict"], a["adaptive"])
+                                             for a in st["arms"]}}
+
+
+@pytest.mark.slow
+def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy):
+    out, marker = tmp_path / "killed", tmp_path / "marker"
+    sweep = out / "smoke"
+    proc = adaptive_sweep(out, pause="model_load:1", marker=marker)
+    deadline = time.time() + 600
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        assert time.time() < deadline
+        time.sleep(0.2)
+    assert (sweep / adaptive.PLAN_NAME).is_file()  # declared before the first run
+    assert not list(sweep.glob("runs/*/record.json"))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    marker.unlink()
+    proc = adaptive_sweep(out, pause="model_load:4", marker=marker)  # mid look 1
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = {p: p.read_bytes() for p in sweep.glob("runs/*/record.json")}
+    assert len(done_before) >= 3
+    final = adaptive_sweep(out)
+    _, err = final.communicate(timeout=900)
+    assert final.returncode == 0, err[-2000:]
+    assert "adaptive look 1/2" in err
+    assert {p: p.read_bytes() for p in done_before} == done_before  # not re-trained
+    # A different plan for the same folder is refused, nothing trained.
+    assert cli.main(["sweep", *ADAPTIVE, f"out_root={out}", "adaptive.rungs=[2,4]"]) == 2
+    # The same sweep, never killed, under Hydra's joblib launcher: the same decisions.
+    clean = adaptive_sweep(tmp_path / "clean", "launcher=joblib")
+    _, err = clean.communicate(timeout=900)
+    assert clean.returncode == 0, err[-2000:]
+    assert adaptive_part(sweep) == adaptive_part(tmp_path / "clean" / "smoke")
+    part = adaptive_part(sweep)
+    runs = len(list(sweep.glob("runs/*/record.json")))
+    assert part["plan"]["runs_used"] == runs and part["plan"]["runs_fixed_n"] == 9
+    for verdict, settled in part["arms"].values():
+        assert settled["reason"] != "open" and settled["look"] in (1, 2)
+        # an arm settled at look 1 has no seed-2 run unless another arm kept the rung open
+        assert verdict in ("improves", "harms", "negligible", "no_effect", "inconclusive",
+                           "inert")
