@@ -256,9 +256,24 @@ def cmd_tricks(args: list[str]) -> int:
     return 0
 
 
+def demo_launcher(args: list[str]) -> list[str]:
+    """The demo runs one worker per core (Hydra's joblib launcher, one torch thread each:
+    1.6x the serial speed on 2 cores) when the launcher is installed and the user did not
+    choose one; otherwise in this process."""
+    import importlib.util
+
+    chosen = any(a.split("=")[0].lstrip("+") in ("launcher", "hydra/launcher") for a in args)
+    if chosen or (os.cpu_count() or 1) < 2 or \
+            importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
+        return []
+    print(f"demo: launcher=joblib ({os.cpu_count()} workers; `launcher=serial` for one process)",
+          file=sys.stderr)
+    return ["launcher=joblib"]
+
+
 def cmd_demo(args: list[str]) -> int:
     t0 = time.perf_counter()
-    code = cmd_sweep(["sweep=demo", *args])
+    code = cmd_sweep(["sweep=demo", *demo_launcher(args), *args])
     print(f"demo finished in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     return code
 

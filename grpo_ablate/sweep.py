@@ -74,6 +74,7 @@ class Progress:
     started: float = field(default_factory=time.perf_counter)
     seen: set[str] = field(default_factory=set)
     done_before: int = 0
+    first_done: float = 0.0
     final: bool = False  # at the end, failed runs count as done too
 
     def __post_init__(self) -> None:
@@ -81,10 +82,14 @@ class Progress:
         self.done_before = len(self.seen)
 
     def eta(self, done: int) -> str:
-        fresh = done - self.done_before
-        if fresh <= 0:
+        # The rate from the first finished run on: the one-off start (imports, the tiny
+        # policy's build) would otherwise inflate every estimate.
+        fresh, now = done - self.done_before, time.perf_counter()
+        if fresh == 1:
+            self.first_done = now
+        if fresh < 2:
             return "?"
-        left = (len(self.specs) - done) * (time.perf_counter() - self.started) / fresh
+        left = (len(self.specs) - done) * (now - self.first_done) / (fresh - 1)
         return f"{int(left // 60)}m{int(left % 60):02d}s"
 
     def poll(self) -> None:

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from grpo_ablate.stats.tests import mde  # noqa: E402
@@ -138,13 +139,15 @@ def _curves(report: dict, sub: pd.DataFrame, path: Path) -> str:
     fams = sorted(families)
     if not fams:
         return ""
+    # Not sharex: shared axes re-scale every sibling on each artist added (30 s for 90 runs);
+    # one x range is set at the end instead.
     fig, axes = plt.subplots(len(CURVE_KEYS), len(fams), squeeze=False,
-                             figsize=(2.6 * len(fams) + 1, 1.9 * len(CURVE_KEYS) + 0.8),
-                             sharex=True)
+                             figsize=(2.6 * len(fams) + 1, 1.9 * len(CURVE_KEYS) + 0.8))
     runs = sub.dropna(subset=["run_id", "sweep_dir"])
     hist = {rid: pd.DataFrame(read_history(Path(d) / "runs" / rid))
             for rid, d in zip(runs["run_id"], runs["sweep_dir"], strict=True)}
     cmap = plt.get_cmap("tab10")
+    last_step = 0
     for c, fam in enumerate(fams):
         # The trick's lines first, the baseline dashed on top: where they coincide both show.
         for j, arm in enumerate(families[fam] + [base_arm]):
@@ -158,8 +161,10 @@ def _curves(report: dict, sub: pd.DataFrame, path: Path) -> str:
                 series = [s[~s.index.duplicated()] for s in series if len(s)]
                 if not series:
                     continue
-                for s in series:
-                    ax.plot(s.index, s.values, color=color, alpha=0.25, lw=0.5)
+                ax.add_collection(LineCollection(  # every seed as one artist
+                    [np.column_stack([s.index, s.values]) for s in series], colors=[color],
+                    alpha=0.25, linewidths=0.5))
+                last_step = max(last_step, max(s.index.max() for s in series))
                 mat = pd.concat(series, axis=1)
                 mean, sd = mat.mean(axis=1), mat.std(axis=1).fillna(0)
                 ax.plot(mean.index, mean.values, color=color, lw=1.2, ls="--" if is_base else "-",
@@ -172,6 +177,9 @@ def _curves(report: dict, sub: pd.DataFrame, path: Path) -> str:
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # optimizer steps
         axes[0][c].set_title(f"trick family: {fam}", fontsize=9)
         axes[0][c].legend(fontsize=6, loc="lower left")
+    for ax in axes.flat:
+        ax.set_xlim(0, max(1, last_step))
+        ax.autoscale_view(scalex=False)
     for ax in axes[-1]:
         ax.set_xlabel("optimizer step", fontsize=8)
     fig.suptitle("training curves per trick family (columns) and metric (rows): seeds thin, "
