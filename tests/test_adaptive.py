@@ -237,3 +237,9 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy):
         # an arm settled at look 1 has no seed-2 run unless another arm kept the rung open
         assert verdict in ("improves", "harms", "negligible", "no_effect", "inconclusive",
                            "inert")
+
+
+def test_demo_runs_one_worker_per_core_unless_a_launcher_is_chosen():
+    assert cli.demo_launcher(["launcher=serial"]) == []
+    expected = ["launcher=joblib"] if (os.cpu_count() or 1) > 1 else []
+    assert cli.demo_launcher([]) == expected

@@ -52,7 +52,10 @@ def render_markdown(report: dict, figures: list[str]) -> str:
             "negligible = significant but inside ±min-effect; no effect = corrected TOST "
             "equivalence within ±min-effect; inert = the trick acted on fewer than "
             f"{report['inert_below']:.0%} of its units (or is the baseline by construction), so "
-            "the run did not test it; inconclusive = none of these (more seeds listed).", "",
+            "the run did not test it; inconclusive = none of these (more seeds listed).",
+            *(["- Adaptive sweep: the verdicts are the looks' decisions (section \"Adaptive seed "
+               "ladder\"); p adj is the fixed-n Holm value on the seeds run, for reference only."]
+              if st.get("adaptive") else []), "",
             "## Verdicts", "",
             "| arm | n | mean ± std | diff | 95% CI | p | p adj | effect | MDE | verdict |"
             " seeds needed | acted | budget vs baseline | diverged/failed |",
