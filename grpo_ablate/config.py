@@ -79,8 +79,16 @@ SCHEMA: dict[str, Any] = {
               "arch": {"hidden_size": _LEAF, "intermediate_size": _LEAF, "num_layers": _LEAF,
                        "num_heads": _LEAF},
               "sft": {"seed": _LEAF, "steps": _LEAF, "lr": _LEAF, "batch_size": _LEAF}},
+    # The union of every task's keys (arithmetic | math | code); each task file sets its own.
     "task": {"name": _LEAF, "max_operand": _LEAF, "carry_bug_rate": _LEAF,
-             "eval_fraction": _LEAF, "split_seed": _LEAF, "data_file": _LEAF},
+             "eval_fraction": _LEAF, "split_seed": _LEAF, "data_file": _LEAF,
+             "tiny_completion_length": _LEAF,
+             "dataset": {"train": _LEAF, "eval": _LEAF, "subset": _LEAF, "train_split": _LEAF,
+                         "eval_split": _LEAF, "train_size": _LEAF, "eval_size": _LEAF},
+             "question_field": _LEAF, "answer_field": _LEAF, "answer_format": _LEAF,
+             "format_weight": _LEAF, "chat": _LEAF, "system_prompt": _LEAF,
+             "sandbox": {"timeout_s": _LEAF, "cpu_seconds": _LEAF, "memory_mb": _LEAF,
+                         "file_mb": _LEAF, "processes": _LEAF}},
     "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "verdict": _LEAF, "keys": _LEAF},
     "logger": {"backend": _LEAF, "project": _LEAF, "entity": _LEAF, "mode": _LEAF, "dir": _LEAF},
 }
@@ -145,6 +153,15 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.max_operand": (lambda x: _int(x) and 1 <= x <= 49, "an integer in [1, 49]"),
     "task.carry_bug_rate": (_unit, "a probability in [0, 1]"),
     "task.eval_fraction": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
+    "task.name": (lambda x: x in ("arithmetic", "math", "code"), "one of: arithmetic, math, code"),
+    "task.tiny_completion_length": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "task.answer_format": (lambda x: x in ("gsm8k", "boxed", "plain"),
+                           "one of: gsm8k, boxed, plain"),
+    "task.format_weight": (lambda x: _num(x) and x >= 0, "a number >= 0"),
+    "task.chat": (lambda x: x in (True, False, "auto"), "true, false or auto"),
+    "task.dataset.train_size": (_opt(lambda x: _int(x) and x >= 1), "an integer >= 1, or null"),
+    "task.dataset.eval_size": (_opt(lambda x: _int(x) and x >= 1), "an integer >= 1, or null"),
+    "task.sandbox.timeout_s": (lambda x: _num(x) and 0 < x <= 600, "a number of seconds in (0, 600]"),
     "logger.backend": (lambda x: x in ("none", "wandb"), "one of: none, wandb"),
     "logger.mode": (lambda x: x in ("offline", "online", "disabled"),
                     "one of: offline, online, disabled"),
@@ -278,6 +295,8 @@ def _check_paths(data: dict) -> None:
         if not looks_local and not HUB_ID.match(path):
             raise UserError(f"model.path={path}: neither a local checkpoint nor a hub id; "
                             f"allowed: {allowed}")
+    _check_task_data(data["task"])
+    _check_chat_template(data["task"], data["model"])
     data_file = data["task"].get("data_file")
     if data_file is not None:
         from grpo_ablate.tasks.arithmetic import load_problems
@@ -287,6 +306,44 @@ def _check_paths(data: dict) -> None:
         except (OSError, ValueError) as exc:
             raise UserError(f"{exc}; allowed: a JSONL file of {{\"a\": int, \"b\": int}} rows") \
                 from None
+
+
+def _check_chat_template(task: dict, model: dict) -> None:
+    """task.chat=true needs a checkpoint with a chat template: the embedded policy has none;
+    a local checkpoint is looked at (a hub one when it loads)."""
+    if task.get("chat") is not True:
+        return
+    path = model.get("path")
+    if path is None:
+        raise UserError("task.chat=true: the embedded tiny policy has no chat template; allowed: "
+                        "task.chat=auto or false, or model.path= a checkpoint with one")
+    local = Path(str(path)).expanduser()
+    if local.is_dir():
+        cfg_file = local / "tokenizer_config.json"
+        has = (local / "chat_template.jinja").is_file() or (local / "chat_template.json").is_file()
+        if not has and cfg_file.is_file():
+            has = bool(json.loads(cfg_file.read_text()).get("chat_template"))
+        if not has:
+            raise UserError(f"task.chat=true: {path} has no chat template; allowed: "
+                            "task.chat=auto or false, or a checkpoint with a chat template")
+
+
+def _check_task_data(task: dict) -> None:
+    """Dataset-backed tasks: local files and their fields, and the sandbox's limits."""
+    from grpo_ablate.tasks.data import check_local
+
+    fields = {"math": [task.get("question_field"), task.get("answer_field")],
+              "code": ["prompt", "entry_point", "tests"]}.get(task["name"])
+    if fields is None:
+        return
+    for split in ("train", "eval"):
+        check_local(str(task["dataset"][split]), f"task.dataset.{split}", fields)
+    if task["name"] == "code":
+        from grpo_ablate.sandbox import Limits
+
+        box = task["sandbox"]
+        Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],
+               file_mb=box["file_mb"], processes=box["processes"]).check()
 
 
 def _check_with_trl(data: dict) -> None:

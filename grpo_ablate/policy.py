@@ -19,14 +19,12 @@ from filelock import FileLock
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from grpo_ablate.tasks.arithmetic import all_problems, sft_answer
-
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
-CHARS = list("0123456789+=")
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + CHARS)}
+def build_tokenizer(chars: list[str]) -> PreTrainedTokenizerFast:
+    """A character tokenizer over the task's alphabet (one token per character)."""
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + chars)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()  # join characters back without spaces
@@ -44,48 +42,42 @@ def cache_root() -> Path:
 
 
 def policy_key(arch: dict[str, Any], sft: dict[str, Any], task: dict[str, Any]) -> str:
-    blob = json.dumps({"arch": arch, "sft": sft, "task": task, "v": 1}, sort_keys=True)
+    blob = json.dumps({"arch": arch, "sft": sft, "task": task, "v": 2}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _sft_batch(problems, rng, tokenizer, batch_size, carry_bug_rate):
-    texts = []
-    for _ in range(batch_size):
-        p = rng.choice(problems)
-        texts.append(p.prompt + str(sft_answer(p, rng, carry_bug_rate)))
-    ids = [tokenizer(t)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+def _sft_batch(task, rng, tokenizer, batch_size):
+    pairs = [task.sft_sample(rng) for _ in range(batch_size)]
+    ids = [tokenizer(p + c)["input_ids"] + [tokenizer.eos_token_id] for p, c in pairs]
     width = max(len(x) for x in ids)
     input_ids = torch.full((len(ids), width), tokenizer.pad_token_id)
     labels = torch.full((len(ids), width), -100)
-    for i, (x, t) in enumerate(zip(ids, texts, strict=True)):
+    for i, (x, (prompt, _)) in enumerate(zip(ids, pairs, strict=True)):
         input_ids[i, : len(x)] = torch.tensor(x)
-        n_prompt = 1 + t.index("=") + 1  # bos + "a+b="
+        n_prompt = 1 + len(prompt)  # bos + the prompt's characters
         labels[i, n_prompt : len(x)] = torch.tensor(x[n_prompt:])  # learn the answer and eos only
     return input_ids, labels
 
 
-def sft_train(arch: dict, sft: dict, task: dict, out_dir: Path) -> None:
-    """Teacher-forced SFT on generated demonstrations; deterministic for a given config."""
+def sft_train(arch: dict, sft: dict, task, out_dir: Path) -> None:
+    """Teacher-forced SFT on the task's demonstrations; deterministic for a given config."""
     torch.manual_seed(sft["seed"])
     rng = random.Random(sft["seed"])
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(task.policy_alphabet())
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=arch["hidden_size"],
         intermediate_size=arch["intermediate_size"], num_hidden_layers=arch["num_layers"],
         num_attention_heads=arch["num_heads"], num_key_value_heads=arch["num_heads"],
-        max_position_embeddings=32, pad_token_id=tokenizer.pad_token_id,
+        max_position_embeddings=task.max_text_length(), pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(config)
-    problems = all_problems(task["max_operand"])
     opt = torch.optim.AdamW(model.parameters(), lr=sft["lr"], weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / sft["steps"])
     model.train()
     for _ in range(sft["steps"]):
-        input_ids, labels = _sft_batch(
-            problems, rng, tokenizer, sft["batch_size"], task["carry_bug_rate"]
-        )
+        input_ids, labels = _sft_batch(task, rng, tokenizer, sft["batch_size"])
         mask = (input_ids != tokenizer.pad_token_id).long()
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad()
@@ -98,10 +90,10 @@ def sft_train(arch: dict, sft: dict, task: dict, out_dir: Path) -> None:
     tokenizer.save_pretrained(out_dir)
 
 
-def ensure_tiny_policy(arch: dict, sft: dict, task: dict) -> Path:
-    """Path of the cached SFT checkpoint for this config, training it once if missing.
-    A lock makes concurrent sweeps wait for one builder; the rename makes it atomic."""
-    key = policy_key(arch, sft, task)
+def ensure_tiny_policy(arch: dict, sft: dict, task) -> Path:
+    """Path of the cached SFT checkpoint for this config and task, training it once if
+    missing. A lock makes concurrent sweeps wait for one builder; the rename makes it atomic."""
+    key = policy_key(arch, sft, task.policy_data_config())
     root = cache_root() / "policies"
     root.mkdir(parents=True, exist_ok=True)
     final = root / key

@@ -34,8 +34,12 @@ from pathlib import Path
 from grpo_ablate.errors import UserError
 
 STATUSES = ("ok", "failed", "timeout", "error", "killed")
-NOBODY = 65534
+# Each sandbox runs as its own unprivileged uid, drawn from a range no account uses: the
+# process limit counts per uid, so concurrent sandboxes do not share (or exhaust) one budget.
+SANDBOX_UIDS = (200000, 260000)
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+RESULT_BYTES = 65536
+_STDERR = subprocess.DEVNULL
 
 
 @dataclass(frozen=True)
@@ -115,14 +119,26 @@ def isolation_available() -> str:
     return "rlimits only"
 
 
+def interpreter() -> str:
+    """The Python that runs generated code: the system's (stdlib only, readable by the
+    unprivileged sandbox user) when there is one, else this one."""
+    system = shutil.which("python3", path=SAFE_PATH)
+    return system or os.path.realpath(sys.executable)
+
+
+def _world_executable(path: str) -> bool:
+    """Whether an unprivileged user can run `path` (every folder on the way searchable)."""
+    p = Path(path)
+    return all(os.stat(d).st_mode & 0o001 for d in [p, *p.parents])
+
+
 def _command(isolation: str, workdir: Path) -> list[str]:
-    python = [sys.executable, "-I", "-S", "harness.py"] if isolation == "rlimits only" else \
-        [os.path.realpath(sys.executable), "-I", "-S", "harness.py"]
+    python = [interpreter(), "-I", "-S", "harness.py"]
     if isolation == "bwrap":
         return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--bind", str(workdir), "/sandbox", "--chdir", "/sandbox",
-                "--clearenv", "--setenv", "PATH", SAFE_PATH, "--setenv", "HOME", "/sandbox",
+                "--bind", str(workdir), "/tmp/sandbox", "--chdir", "/tmp/sandbox",
+                "--clearenv", "--setenv", "PATH", SAFE_PATH, "--setenv", "HOME", "/tmp/sandbox",
                 *python]
     if isolation == "unshare":
         return ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork",
@@ -130,12 +146,12 @@ def _command(isolation: str, workdir: Path) -> list[str]:
     return python
 
 
-def _limit(limits: Limits, drop_root: bool):
+def _limit(limits: Limits, uid: int | None):
     def apply() -> None:
-        if drop_root:  # process limits bind only a non-root uid
+        if uid is not None:  # process limits bind only a non-root uid
             os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            os.setgid(uid)
+            os.setuid(uid)
         cpu = limits.cpu_seconds
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         mem = limits.memory_mb * 2**20
@@ -160,29 +176,36 @@ def run(program: str, tests: str, timeout_s: float = 10.0,
     except SyntaxError as exc:
         raise UserError(f"tests: not Python ({exc.msg}, line {exc.lineno})") from None
     isolation = isolation_available()
-    drop_root = os.geteuid() == 0 and isolation != "unshare"
+    uid = secrets.randbelow(SANDBOX_UIDS[1] - SANDBOX_UIDS[0]) + SANDBOX_UIDS[0] \
+        if os.geteuid() == 0 and _world_executable(interpreter()) else None
     start = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="grpo-ablate-sandbox-"))
     try:
         (workdir / "program.py").write_text(program)
         (workdir / "tests.py").write_text(tests)
         (workdir / "harness.py").write_text(HARNESS)
-        if drop_root:
-            os.chown(workdir, NOBODY, NOBODY)
+        if uid is not None:
+            os.chown(workdir, uid, uid)
         nonce = secrets.token_hex(16)
-        proc = subprocess.Popen(
-            _command(isolation, workdir), cwd=workdir, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-            env={"PATH": SAFE_PATH, "HOME": str(workdir)},
-            preexec_fn=_limit(limits, drop_root))
-        try:
-            out, _ = proc.communicate(nonce.encode() + b"\n", timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            out = b""
-        finally:
-            _kill_group(proc)
+        # The result comes back through a file outside the sandbox's folder, read up to
+        # RESULT_BYTES: a program that floods its output cannot flood this process.
+        with tempfile.TemporaryFile() as result:
+            proc = subprocess.Popen(
+                _command(isolation, workdir), cwd=workdir, stdin=subprocess.PIPE,
+                stdout=result, stderr=_STDERR, start_new_session=True,
+                env={"PATH": SAFE_PATH, "HOME": str(workdir)},
+                preexec_fn=_limit(limits, uid))
+            try:
+                proc.communicate(nonce.encode() + b"\n", timeout=timeout_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_group(proc)
+                if uid is not None:
+                    _kill_uid(uid)
+            result.seek(0)
+            out = result.read(RESULT_BYTES)
         seconds = time.perf_counter() - start
         if timed_out:
             return SandboxResult(0, total, "timeout", seconds, isolation, f"over {timeout_s}s")
@@ -192,9 +215,14 @@ def run(program: str, tests: str, timeout_s: float = 10.0,
             how = f"signal {-proc.returncode}" if proc.returncode and proc.returncode < 0 \
                 else f"exit {proc.returncode}"
             return SandboxResult(0, total, "killed", seconds, isolation, how)
-        got = json.loads(line[len(nonce):])
-        return SandboxResult(int(got["passed"]), total, got["status"], seconds, isolation,
-                             got.get("detail", ""))
+        try:
+            got = json.loads(line[len(nonce):])
+            passed = min(int(got["passed"]), total)
+            status = got["status"] if got["status"] in STATUSES else "error"
+        except (ValueError, KeyError, TypeError):
+            return SandboxResult(0, total, "error", seconds, isolation, "unreadable result")
+        return SandboxResult(passed, total, status, seconds, isolation,
+                             str(got.get("detail", "")))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -206,6 +234,35 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+def _kill_uid(uid: int, grace_s: float = 2.0) -> None:
+    """Kill every process of the sandbox's uid — daemons that left the process group
+    included — and wait until none is running (zombies aside)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        pid = os.fork()
+        if pid == 0:  # as that uid, kill(-1) reaches exactly its processes
+            try:
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        if not _running_as(uid) or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+
+
+def _running_as(uid: int) -> bool:
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if f"\nUid:\t{uid}\t" in text and "\nState:\tZ" not in text:
+            return True
+    return False
 
 
 def run_many(jobs: list[tuple[str, str]], timeout_s: float = 10.0, limits: Limits | None = None,

@@ -41,7 +41,7 @@ def resolve_model_path(config: dict, task) -> str:
         return str(local) if local.exists() else model["path"]
     from grpo_ablate.policy import ensure_tiny_policy
 
-    return str(ensure_tiny_policy(model["arch"], model["sft"], task.policy_data_config()))
+    return str(ensure_tiny_policy(model["arch"], model["sft"], task))
 
 
 def make_reward_function(task, faults: dict, cost: dict):
@@ -99,6 +99,7 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
         task = get_task(cfg["task"])
         model_path = resolve_model_path(cfg, task)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
+        task.use_tokenizer(tokenizer)
         tr, ev = cfg["trainer"], cfg["eval"]
 
         def evaluate(model, final: bool) -> dict[str, float]:

@@ -1,11 +1,27 @@
-"""Tasks: RL prompts, a reward and a held-out evaluation. Math, code and chat come later;
-each exposes the same small surface as `ArithmeticTask`."""
+"""Tasks: RL prompts, a reward and a held-out evaluation, behind one small protocol.
+
+A task is a class with `name` and these methods (train.py and policy.py use nothing else):
+- `train_rows()`: the RL dataset, one dict per prompt: `prompt` (text, or TRL's
+  conversational messages) plus the columns its reward reads;
+- `reward(completions, **columns) -> list[float]`: the TRL reward function's body (one
+  combined reward; a task weighs its parts itself, e.g. math's format_weight);
+- `evaluate(model, tokenizer, max_new_tokens, temperature, sampled_k, seed)`: held-out
+  `accuracy` (greedy), `reward_mean`, `sampled_accuracy` (avg@k), in an isolated RNG;
+- `use_tokenizer(tokenizer)`: plain or conversational prompts for this checkpoint;
+- for the embedded tiny policy: `policy_data_config()` (its cache key), `policy_alphabet()`,
+  `sft_sample(rng) -> (prompt, completion)` and `max_text_length()`.
+
+Adding a task is one module here (a `TextTask` subclass for dataset-backed tasks), one
+entry in TASKS, and one conf/task/<name>.yaml.
+"""
 
 from __future__ import annotations
 
 from grpo_ablate.tasks.arithmetic import ArithmeticTask
+from grpo_ablate.tasks.code import CodeTask
+from grpo_ablate.tasks.math import MathTask
 
-TASKS = {"arithmetic": ArithmeticTask}
+TASKS = {"arithmetic": ArithmeticTask, "math": MathTask, "code": CodeTask}
 
 
 def get_task(cfg: dict):

@@ -112,6 +112,24 @@ class ArithmeticTask:
         """What the embedded policy's SFT data depends on (part of its cache key)."""
         return {"max_operand": self.cfg["max_operand"], "carry_bug_rate": self.cfg["carry_bug_rate"]}
 
+    def use_tokenizer(self, tokenizer) -> None:
+        """Plain prompts always ("a+b="): the embedded policy has no chat template."""
+
+    def policy_alphabet(self) -> list[str]:
+        return list("0123456789+=")
+
+    def sft_sample(self, rng: random.Random) -> tuple[str, str]:
+        """One SFT demonstration: a prompt and its (possibly carry-bugged) answer."""
+        p = rng.choice(self._sft_problems)
+        return p.prompt, str(sft_answer(p, rng, self.cfg["carry_bug_rate"]))
+
+    @property
+    def _sft_problems(self) -> list[Problem]:
+        return all_problems(self.cfg["max_operand"])
+
+    def max_text_length(self) -> int:
+        return 32
+
     def train_rows(self) -> list[dict]:
         return [{"prompt": p.prompt, "answer": p.answer} for p in self.train_problems]
 

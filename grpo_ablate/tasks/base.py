@@ -1,0 +1,155 @@
+"""What a dataset-backed task shares: rows from `datasets`, prompts (plain for the embedded
+policy, conversational with the checkpoint's own chat template otherwise), a batched held-out
+evaluation, and what the embedded tiny policy needs to be SFT-trained on the task.
+
+A task (see grpo_ablate/tasks/__init__.py for the protocol) subclasses `TextTask` and says
+how to read a row (`question`, `gold`), how to score a completion (`score`: 1.0 counts as
+correct), and how to reward one (`reward`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from grpo_ablate.errors import UserError
+from grpo_ablate.tasks.data import load_rows, resolve_source
+from grpo_ablate.tasks.evaluation import isolated_rng
+
+EVAL_BATCH = 64  # prompts per generate() call in the held-out evaluation
+
+
+class TextTask:
+    name = "text"
+    fields: tuple[str, ...] = ()
+
+    def __init__(self, cfg: dict) -> None:
+        self.cfg = cfg
+        data = cfg["dataset"]
+        common = dict(fields=list(self.fields), subset=data.get("subset"))
+        self.train = load_rows(data["train"], data["train_split"], key="task.dataset.train",
+                               limit=data.get("train_size"), **common)
+        self.held_out = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval",
+                                  limit=data.get("eval_size"), **common)
+        self.conversational = False
+
+    # ------------------------------------------------------------------ per task
+    def question(self, row: dict) -> str:
+        raise NotImplementedError
+
+    def gold(self, row: dict) -> Any:
+        raise NotImplementedError
+
+    def score(self, completion: str, row: dict) -> float:
+        raise NotImplementedError
+
+    def reward(self, completions: list, **columns: list) -> list[float]:
+        raise NotImplementedError
+
+    def demonstration(self, row: dict) -> str:
+        """The completion the embedded policy is SFT-trained to give for a row."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ prompts
+    def use_tokenizer(self, tokenizer) -> None:
+        """Decide plain or conversational prompts for this checkpoint (task.chat: auto uses
+        the chat template when the checkpoint has one)."""
+        chat = self.cfg.get("chat", "auto")
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        if chat is True and not has_template:
+            raise UserError("task.chat=true: the checkpoint has no chat template; allowed: "
+                            "task.chat=false or auto, or a checkpoint with a chat template")
+        self.conversational = has_template if chat == "auto" else bool(chat)
+
+    def prompt(self, row: dict):
+        """TRL's prompt: a list of messages (conversational) or plain text."""
+        text = self.question(row)
+        if not self.conversational:
+            return f"{text}\n"
+        system = self.cfg.get("system_prompt")
+        return ([{"role": "system", "content": system}] if system else []) + \
+            [{"role": "user", "content": text}]
+
+    def prompt_text(self, row: dict, tokenizer) -> str:
+        p = self.prompt(row)
+        if isinstance(p, str):
+            return p
+        return tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+
+    def train_rows(self) -> list[dict]:
+        return [{"prompt": self.prompt(r), **self.reward_columns(r)} for r in self.train]
+
+    def reward_columns(self, row: dict) -> dict:
+        return {"row": row}
+
+    def completion_text(self, completion) -> str:
+        """TRL hands conversational completions as message lists."""
+        if isinstance(completion, list):
+            return completion[-1]["content"] if completion else ""
+        return completion
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, model, tokenizer, max_new_tokens: int, temperature: float,
+                 sampled_k: int, seed: int) -> dict[str, float]:
+        """Held-out accuracy (greedy), mean reward, and sampled accuracy (avg@k at
+        `temperature`), batched; in an isolated RNG so it never changes the training run."""
+        import torch
+
+        rows = self.held_out
+        texts = [self.prompt_text(r, tokenizer) for r in rows]
+        was_training = model.training
+        model.eval()
+        try:
+            with isolated_rng(seed), torch.no_grad():
+                greedy = _generate(model, tokenizer, texts, max_new_tokens, None)
+                sampled = _generate(model, tokenizer, texts * sampled_k, max_new_tokens,
+                                    temperature)
+        finally:
+            model.train(was_training)
+        scores = self.scores(greedy, rows)
+        rewards = self.reward(greedy, **_columns([self.reward_columns(r) for r in rows]))
+        sampled_scores = self.scores(sampled, rows * sampled_k)
+        return {"accuracy": sum(s == 1.0 for s in scores) / len(rows),
+                "reward_mean": sum(rewards) / len(rewards),
+                "sampled_accuracy": sum(s == 1.0 for s in sampled_scores) / len(sampled_scores)}
+
+    def scores(self, completions: list[str], rows: list[dict]) -> list[float]:
+        return [self.score(c, r) for c, r in zip(completions, rows, strict=True)]
+
+    # ------------------------------------------------------------------ embedded policy
+    def policy_data_config(self) -> dict:
+        """What the embedded policy's SFT data depends on (part of its cache key)."""
+        data = self.cfg["dataset"]
+        return {"task": self.name, "train": resolve_source(data["train"]),
+                "train_size": data.get("train_size")}
+
+    def policy_alphabet(self) -> list[str]:
+        text = "".join(self.prompt(r) + self.demonstration(r)
+                       for r in self.train + self.held_out)
+        return sorted(set(text))
+
+    def sft_sample(self, rng: random.Random) -> tuple[str, str]:
+        row = rng.choice(self.train)
+        return self.prompt(row), self.demonstration(row)
+
+    def max_text_length(self) -> int:
+        return max(len(self.prompt(r) + self.demonstration(r))
+                   for r in self.train + self.held_out) + 8
+
+
+def _columns(rows: list[dict]) -> dict[str, list]:
+    return {k: [r[k] for r in rows] for k in rows[0]} if rows else {}
+
+
+def _generate(model, tokenizer, texts: list[str], max_new_tokens: int,
+              temperature: float | None) -> list[str]:
+    out = []
+    kwargs = dict(do_sample=False) if temperature is None else dict(
+        do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+    for i in range(0, len(texts), EVAL_BATCH):
+        enc = tokenizer(texts[i:i + EVAL_BATCH], return_tensors="pt", padding=True,
+                        padding_side="left", add_special_tokens=True).to(model.device)
+        ids = model.generate(**enc, max_new_tokens=max_new_tokens,
+                             pad_token_id=tokenizer.pad_token_id, **kwargs)
+        out += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return out

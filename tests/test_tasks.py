@@ -1,0 +1,109 @@
+"""The math and code tasks: the math scoring contract (math-verify), gold extraction and the
+format reward, the code task's sandboxed reward, data errors as one line (exit 2), and each
+task's whole path on the embedded tiny policy (slow)."""
+
+import json
+import threading
+import time
+
+import pytest
+
+from grpo_ablate import cli
+from grpo_ablate.config import specs_for
+from grpo_ablate.store import read_record
+from grpo_ablate.tasks import get_task
+from grpo_ablate.tasks.math import last_boxed, score
+
+# A small policy build and a few steps: the whole path, not the learning.
+SMALL = ["model.sft.steps=30", "model.sft.batch_size=16", "model.arch.hidden_size=64",
+         "model.arch.intermediate_size=128", "trainer.max_steps=2",
+         "recipe.prompts_per_step=2", "recipe.group_size=4", "task.dataset.eval_size=6",
+         "eval.sampled_k=1", "eval.every_steps=0", "run_cache=null"]
+
+
+@pytest.mark.parametrize("completion", ["0.5", "1/2", "\\frac{1}{2}", "The answer is \\boxed{\\frac{1}{2}}",
+                                        "half of it: 1/2 #### 0.5"])
+def test_math_score_accepts_every_spelling_of_the_gold(completion):
+    assert score(completion, "1/2") == 1.0
+
+
+def test_math_score_percent_where_meant_and_wrong_answers():
+    assert score("50%", "0.5") == 1.0
+    assert score("0.25", "1/2") == 0.0
+    assert score("15-12=4\n#### 4", "3") == 0.0
+    assert score("15-12=3\n#### 3", "3") == 1.0
+
+
+def test_math_score_never_raises_and_is_bounded_on_any_input():
+    for bad in ("", "}}}{{{\\frac{", "\\boxed{" * 500, None, 12, "1" * 20000):
+        t0 = time.perf_counter()
+        assert score(bad, "3") in (0.0, 1.0)
+        assert time.perf_counter() - t0 < 10
+    out = []
+    worker = threading.Thread(target=lambda: out.append(score("\\boxed{3}", "3")))
+    worker.start()
+    worker.join()
+    assert out == [1.0]  # off the main thread too (math-verify's timeouts need signals)
+
+
+def test_math_gold_presets_and_format_reward():
+    (spec,) = specs_for(["task=math", "task.format_weight=0.5"], multirun=False)
+    task = get_task(spec.config["task"])
+    row = task.train[0]
+    gold = task.gold(row)
+    assert gold == row["answer"].split("####")[-1].strip()
+    right, unformatted, wrong = f"x\n#### {gold}", gold, "#### 100000"
+    assert task.reward([right, unformatted, wrong], row=[row] * 3) == [1.5, 1.0, 0.5]
+    assert last_boxed("so \\boxed{\\frac{1}{2}} and \\boxed{x^{2}}") == "x^{2}"
+    (spec,) = specs_for(["task=math", "task.answer_format=boxed"], multirun=False)
+    boxed = get_task(spec.config["task"])
+    assert boxed.gold({"question": "q", "answer": "so \\boxed{\\frac{3}{4}}."}) == "\\frac{3}{4}"
+
+
+def test_code_task_rewards_the_fraction_of_tests_passed_in_the_sandbox():
+    (spec,) = specs_for(["task=code"], multirun=False)
+    task = get_task(spec.config["task"])
+    rows = task.train[:2]
+    right = [r["solution"] for r in rows]
+    assert task.reward(right, row=rows) == [1.0, 1.0]
+    wrong = ["    return 0\n", "    return a +\n"]
+    rewards = task.reward(wrong, row=rows)
+    assert rewards[1] == 0.0 and 0.0 <= rewards[0] < 1.0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["task=math", "task.dataset.train=/nope/train.jsonl"],
+     "task.dataset.train=/nope/train.jsonl: no such file"),
+    (["task=math", "task.question_field=problem"], "has no field 'problem'"),
+    (["task=nope"], "task=nope: no such task"),
+    (["task=math", "task.answer_format=latex"], "task.answer_format=\"latex\": must be one of"),
+    (["task=math", "task.chat=true"], "task.chat=true: the embedded tiny policy has no chat template"),
+    (["task=code", "task.sandbox.memory_mb=1"], "sandbox.memory_mb=1: must be an integer"),
+    (["task=code", "task.sandbox.timeout_s=0"], "task.sandbox.timeout_s=0: must be"),
+])
+def test_bad_task_input_is_one_line_exit_2(tmp_path, capsys, args, message):
+    assert cli.main(["run", f"out_root={tmp_path}", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_an_empty_data_file_is_refused(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert cli.main(["run", f"out_root={tmp_path}", "task=math",
+                     f"task.dataset.eval={empty}"]) == 2
+    assert "the file has no rows" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["math", "code"])
+def test_each_task_runs_end_to_end_on_the_tiny_policy(tmp_path, task, capsys):
+    assert cli.main(["run", f"task={task}", f"out_root={tmp_path}", *SMALL]) == 0
+    (path,) = tmp_path.glob("adhoc/runs/*/record.json")
+    record = read_record(path)
+    assert record.status == "completed" and record.task == task
+    for key in ("eval/accuracy", "eval/sampled_accuracy", "eval/reward_mean"):
+        assert 0.0 <= record.metrics[key] <= 1.0
+    assert record.steps == 2
+    assert json.loads(path.read_text())["config"]["task"]["name"] == task
