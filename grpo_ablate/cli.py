@@ -3,6 +3,7 @@
   grpo-ablate run [overrides]        one run          grpo-ablate tricks     the catalog
   grpo-ablate sweep [overrides]      a multirun       grpo-ablate demo       the default end to end
   grpo-ablate report PATH [...]      the statistics stage on sweep folders or a CSV
+  grpo-ablate lengths [overrides]    completion-length percentiles of the SFT policy
   grpo-ablate --version
 
 `run` and `sweep` take Hydra's flags as a plain Hydra app does (--cfg, --info, --help,
@@ -278,8 +279,28 @@ def cmd_demo(args: list[str]) -> int:
     return code
 
 
+def cmd_lengths(args: list[str]) -> int:
+    """Completion-length percentiles of the SFT policy, and the review's 95th-percentile
+    max completion length. `--prompts N` and `--cap T` before the overrides."""
+    from grpo_ablate import lengths
+    from grpo_ablate.config import specs_for
+
+    opts = {"--prompts": 64, "--cap": 4096}
+    rest = list(args)
+    while rest and rest[0] in opts:
+        flag = rest.pop(0)
+        if not rest or not rest[0].isdigit() or int(rest[0]) < 1:
+            raise UserError(f"lengths {flag}: needs a positive integer")
+        opts[flag] = int(rest.pop(0))
+    line = parse_hydra_line(rest)
+    if line.show or line.multirun:
+        raise UserError("lengths: allowed: [--prompts N] [--cap T] and config overrides")
+    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    return lengths.main(spec, opts["--prompts"], opts["--cap"])
+
+
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "report": cmd_report, "tricks": cmd_tricks,
-            "demo": cmd_demo}
+            "demo": cmd_demo, "lengths": cmd_lengths}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-ablate: error: command {cmd!r} unknown; allowed: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    if cmd in ("run", "sweep", "demo"):
+    if cmd in ("run", "sweep", "demo", "lengths"):
         quiet_libraries()  # before validation imports TRL; Hydra configures logging itself
     else:
         logging.basicConfig(level=logging.INFO, format="%(message)s")

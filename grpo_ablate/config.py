@@ -42,6 +42,13 @@ CONF_DIR = PACKAGE_DIR / "conf"
 SWEEPS_DIR = PACKAGE_DIR / "sweeps"
 
 OmegaConf.register_new_resolver("mul", lambda a, b: int(a) * int(b), replace=True)
+def _exact_div(a, b) -> int:
+    if int(b) <= 0 or int(a) % int(b):
+        raise ValueError(f"{a} is not a whole multiple of {b}")
+    return int(a) // int(b)
+
+
+OmegaConf.register_new_resolver("div", _exact_div, replace=True)
 OmegaConf.register_new_resolver("cpus", lambda: os.cpu_count() or 1, replace=True)
 OmegaConf.register_new_resolver(
     "threads_per", lambda workers: max(1, (os.cpu_count() or 1) // max(1, int(workers))), replace=True)
@@ -70,7 +77,7 @@ SCHEMA: dict[str, Any] = {
     "faults": {"nan_loss_at_step": _LEAF, "kl_blowup_at_step": _LEAF,
                "reward_raises_at_step": _LEAF, "sleep_per_step": _LEAF},
     "recipe": {"name": _LEAF, "prompts_per_step": _LEAF, "group_size": _LEAF,
-               "max_grad_norm": _LEAF},
+               "max_grad_norm": _LEAF, "micro_groups": _LEAF},
     "trainer": "GRPOConfig",
     "hooks": {"reward_clip": {"low": _LEAF, "high": _LEAF}, "length_penalty": _LEAF,
               "filter_low_reward": {"threshold": _LEAF, "start": _LEAF, "end": _LEAF},
@@ -126,6 +133,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.max_completion_length": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
     "trainer.per_device_train_batch_size": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
     "recipe.prompts_per_step": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
+    "recipe.micro_groups": (lambda x: _int(x) and x >= 1,
+                            "an integer >= 1 that divides recipe.prompts_per_step"),
     "hooks.length_penalty": (lambda x: _num(x) and x >= 0, "a number >= 0"),
     "hooks.global_adv_norm": (lambda x: isinstance(x, bool), "true or false"),
     "hooks.reward_clip.low": (_num, "a number below hooks.reward_clip.high"),
@@ -258,7 +267,7 @@ def match_budget(data: dict) -> None:
     if completions % tr["num_generations"]:
         raise UserError(f"budget.match=completions: {completions} completions per step do not "
                         f"split into groups of trainer.num_generations={tr['num_generations']}")
-    tr["per_device_train_batch_size"] = completions
+    tr["per_device_train_batch_size"] = completions // tr["gradient_accumulation_steps"]
     tr["max_steps"] = tr["max_steps"] * tr["num_iterations"]
 
 

@@ -44,6 +44,11 @@ def resolve_model_path(config: dict, task) -> str:
     return str(ensure_tiny_policy(model["arch"], model["sft"], task))
 
 
+def completions_per_step(trainer: dict) -> int:
+    """Completions in one optimizer step: micro-batch x gradient accumulation (one process)."""
+    return trainer["per_device_train_batch_size"] * trainer["gradient_accumulation_steps"]
+
+
 def make_reward_function(task, faults: dict, cost: dict):
     """The task's reward as a TRL reward function; also counts generation cost."""
 
@@ -144,8 +149,8 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
                              cfg["guard"]["min_accuracy_gain"]),
         steps=steps, wall_seconds=round(wall, 3),
         cost={**cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
-              "completions_per_step": cfg["trainer"]["per_device_train_batch_size"],
-              "groups_per_step": cfg["trainer"]["per_device_train_batch_size"]
+              "completions_per_step": completions_per_step(cfg["trainer"]),
+              "groups_per_step": completions_per_step(cfg["trainer"])
               // cfg["trainer"]["num_generations"]},
         activity=trick_activity(cfg, rows, trainer.activity if trainer is not None else {}),
         versions=versions(), git_sha=git_sha(),

@@ -14,6 +14,7 @@ from grpo_ablate.errors import UserError
 from grpo_ablate.sandbox import Limits, SandboxResult, isolation_available, run, run_many
 
 SECRET = "grpo-ablate-test-secret-7f3a"
+SOLVE = "assert solve(2) == 4\n"
 TIMEOUT = 2.0
 
 
@@ -52,14 +53,16 @@ def test_limits_out_of_range_are_one_clear_error(limits, message):
 
 # ---------------------------------------------------------------------------- adversarial
 def adversarial(marker: Path, port: int) -> dict[str, tuple[str, str]]:
-    """name -> (program, tests). Each test can only pass if the attack worked."""
+    """name -> (program, tests). The tests of an attack on the host pass only if the attack
+    worked; the others ask for a function the program never defines, so a non-zero score
+    would mean the program subverted the scoring."""
     m = str(marker)
     return {
-        "infinite_loop": ("while True:\n    pass\n", "assert True\n"),
-        "fork_bomb": ("import os\nwhile True:\n    os.fork()\n", "assert True\n"),
+        "infinite_loop": ("while True:\n    pass\n", SOLVE),
+        "fork_bomb": ("import os\nwhile True:\n    os.fork()\n", SOLVE),
         "memory_hog": ("x = bytearray(16 * 2**30)\n", "assert len(x) > 0\n"),
         "huge_stdout": ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
-                        "assert True\n"),
+                        SOLVE),
         "write_outside": (f"open({m!r}, 'w').write('owned')\n",
                           f"assert open({m!r}).read() == 'owned'\n"),
         "delete_outside": (f"import os\nos.remove({m!r})\n",
@@ -67,19 +70,22 @@ def adversarial(marker: Path, port: int) -> dict[str, tuple[str, str]]:
         "read_parent_env": ("import os\nleak = os.environ.get('GRPO_SANDBOX_SECRET')\n",
                             f"assert leak == {SECRET!r}\n"),
         "open_socket": (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), 2)\n"
-                        "s.sendall(b'leak')\n", "assert True\n"),
+                        "s.sendall(b'leak')\n", SOLVE),
         "daemon_outlives_parent": (
             "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
             "        while True:\n            time.sleep(0.1)\n    os._exit(0)\n"
-            "time.sleep(60)\n", "assert True\n"),
+            "time.sleep(60)\n", SOLVE),
+        "daemon_left_running": (  # the program ends normally, its daemon must not survive
+            "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        while True:\n            time.sleep(0.1)\n    os._exit(0)\n", SOLVE),
         "recursion_bomb": ("import sys\nsys.setrecursionlimit(10**7)\n"
-                           "def f(n):\n    return f(n + 1) + 1\nf(0)\n", "assert True\n"),
-        "sleep_past_timeout": ("import time\ntime.sleep(60)\n", "assert True\n"),
+                           "def f(n):\n    return f(n + 1) + 1\nf(0)\n", SOLVE),
+        "sleep_past_timeout": ("import time\ntime.sleep(60)\n", SOLVE),
         "kill_parent": ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
-                        "os.killpg(0, signal.SIGKILL)\n", "assert True\n"),
-        "missing_import": ("import numpy_that_does_not_exist\n", "assert True\n"),
+                        "os.killpg(0, signal.SIGKILL)\n", SOLVE),
+        "missing_import": ("import numpy_that_does_not_exist\n", SOLVE),
         "tmp_is_private": ("open('/tmp/grpo-ablate-sandbox-leak', 'w').write('x')\n"
-                           "import time\ntime.sleep(60)\n", "assert True\n"),
+                           "import time\ntime.sleep(60)\n", SOLVE),
     }
 
 
@@ -108,6 +114,9 @@ def listener():
 
 def test_adversarial_programs_score_zero_and_leave_nothing_behind(tmp_path, listener,
                                                                   monkeypatch):
+    if isolation_available() != "bwrap":
+        pytest.skip("bubblewrap is not installed (.ci/run installs it); the fallback's "
+                    "guarantees are tested below")
     monkeypatch.setenv("GRPO_SANDBOX_SECRET", SECRET)
     marker = tmp_path / "marker.txt"
     marker.write_text("untouched")

@@ -107,3 +107,45 @@ def test_each_task_runs_end_to_end_on_the_tiny_policy(tmp_path, task, capsys):
         assert 0.0 <= record.metrics[key] <= 1.0
     assert record.steps == 2
     assert json.loads(path.read_text())["config"]["task"]["name"] == task
+
+
+def test_model_scales_carry_the_scaled_recipe_and_64_groups_per_step():
+    from grpo_ablate.train import completions_per_step
+
+    for model, lr in (("qwen2.5-1.5b", 1e-6), ("qwen2.5-7b", 5e-7), ("qwen2.5-14b", 3e-7)):
+        (spec,) = specs_for([f"model={model}", "task=math"], multirun=False)
+        tr = spec.config["trainer"]
+        assert tr["learning_rate"] == lr and tr["gradient_checkpointing"] is True
+        assert spec.config["model"]["path"].startswith("Qwen/Qwen2.5-")
+        assert completions_per_step(tr) // tr["num_generations"] == 64
+        assert tr["steps_per_generation"] == tr["gradient_accumulation_steps"]
+        (g4,) = specs_for([f"model={model}", "trick=group_4"], multirun=False)
+        assert completions_per_step(g4.config["trainer"]) == 64 * 4  # still 64 groups
+
+
+def test_cross_scale_sweep_crosses_models_tasks_tricks_and_seeds():
+    from grpo_ablate.config import expand_jobs
+
+    jobs = expand_jobs(["sweep=cross_scale"])
+    assert len(jobs) == 3 * 2 * 25 * 5
+
+
+def test_percentile_is_nearest_rank():
+    import numpy as np
+
+    from grpo_ablate.lengths import percentile
+
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 100):
+        values = rng.integers(1, 500, n).tolist()
+        for q in (50, 90, 95, 99):
+            assert percentile(values, q) == int(np.percentile(values, q, method="inverted_cdf"))
+
+
+@pytest.mark.slow
+def test_lengths_prints_percentiles_and_the_95th_as_the_suggestion(tiny_policy, capsys):
+    assert cli.main(["lengths", "--prompts", "32", "--cap", "8"]) == 0
+    out = capsys.readouterr().out
+    p95 = int(out.split("p95=")[1].split()[0])
+    assert f"suggested trainer.max_completion_length={p95} " in out
+    assert 1 <= p95 <= 8
