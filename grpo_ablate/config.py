@@ -86,7 +86,8 @@ SCHEMA: dict[str, Any] = {
               "arch": {"hidden_size": _LEAF, "intermediate_size": _LEAF, "num_layers": _LEAF,
                        "num_heads": _LEAF},
               "sft": {"seed": _LEAF, "steps": _LEAF, "lr": _LEAF, "batch_size": _LEAF}},
-    # The union of every task's keys (arithmetic | math | code); each task file sets its own.
+    # The union of every task's keys (arithmetic | math | code | chat); each task file sets
+    # its own.
     "task": {"name": _LEAF, "max_operand": _LEAF, "carry_bug_rate": _LEAF,
              "eval_fraction": _LEAF, "split_seed": _LEAF, "data_file": _LEAF,
              "tiny_completion_length": _LEAF,
@@ -94,6 +95,8 @@ SCHEMA: dict[str, Any] = {
                          "eval_split": _LEAF, "train_size": _LEAF, "eval_size": _LEAF},
              "question_field": _LEAF, "answer_field": _LEAF, "answer_format": _LEAF,
              "format_weight": _LEAF, "chat": _LEAF, "system_prompt": _LEAF,
+             "prompt_field": _LEAF, "reference_field": _LEAF, "reward_model": _LEAF,
+             "max_rm_length": _LEAF,
              "sandbox": {"timeout_s": _LEAF, "cpu_seconds": _LEAF, "memory_mb": _LEAF,
                          "file_mb": _LEAF, "processes": _LEAF}},
     "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "verdict": _LEAF, "keys": _LEAF},
@@ -162,7 +165,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.max_operand": (lambda x: _int(x) and 1 <= x <= 49, "an integer in [1, 49]"),
     "task.carry_bug_rate": (_unit, "a probability in [0, 1]"),
     "task.eval_fraction": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
-    "task.name": (lambda x: x in ("arithmetic", "math", "code"), "one of: arithmetic, math, code"),
+    "task.name": (lambda x: x in ("arithmetic", "math", "code", "chat"),
+                  "one of: arithmetic, math, code, chat"),
+    "task.max_rm_length": (lambda x: _int(x) and x >= 8, "an integer >= 8"),
     "task.tiny_completion_length": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
     "task.answer_format": (lambda x: x in ("gsm8k", "boxed", "plain"),
                            "one of: gsm8k, boxed, plain"),
@@ -337,14 +342,38 @@ def _check_chat_template(task: dict, model: dict) -> None:
                             "task.chat=auto or false, or a checkpoint with a chat template")
 
 
+def _check_reward_model(path) -> None:
+    """task.reward_model: a sequence classifier (local: its config says so), or a hub id."""
+    if path is None:
+        return
+    allowed = ("a sequence-classification checkpoint (hub id or local folder), or null for the "
+               "embedded tiny reward model")
+    path = str(path)
+    local = Path(path).expanduser()
+    if path.startswith(("/", ".", "~")) or local.exists():
+        cfg_file = local / "config.json"
+        if not cfg_file.is_file():
+            raise UserError(f"task.reward_model={path}: no checkpoint there; allowed: {allowed}")
+        archs = json.loads(cfg_file.read_text()).get("architectures") or []
+        if not any(a.endswith("ForSequenceClassification") for a in archs):
+            raise UserError(f"task.reward_model={path}: a {', '.join(archs) or 'model'}, not a "
+                            f"sequence classifier; allowed: {allowed}")
+    elif not HUB_ID.match(path):
+        raise UserError(f"task.reward_model={path}: neither a local checkpoint nor a hub id; "
+                        f"allowed: {allowed}")
+
+
 def _check_task_data(task: dict) -> None:
     """Dataset-backed tasks: local files and their fields, and the sandbox's limits."""
     from grpo_ablate.tasks.data import check_local
 
     fields = {"math": [task.get("question_field"), task.get("answer_field")],
-              "code": ["prompt", "entry_point", "tests"]}.get(task["name"])
+              "code": ["prompt", "entry_point", "tests"],
+              "chat": [task.get("prompt_field"), task.get("reference_field")]}.get(task["name"])
     if fields is None:
         return
+    if task["name"] == "chat":
+        _check_reward_model(task.get("reward_model"))
     for split in ("train", "eval"):
         check_local(str(task["dataset"][split]), f"task.dataset.{split}", fields)
     if task["name"] == "code":

@@ -107,3 +107,32 @@ def ensure_tiny_policy(arch: dict, sft: dict, task) -> Path:
         sft_train(arch, sft, task, tmp)
         os.replace(tmp, final)
     return final
+
+
+def ensure_tiny_reward_model(task) -> Path:
+    """The embedded reward model for the chat task: a 1-layer Llama sequence classifier over
+    the task's characters, randomly initialised from a fixed seed and cached. Independent of
+    the policy; it exercises the reward-model path, it has learned nothing."""
+    from transformers import LlamaForSequenceClassification
+
+    alphabet = task.policy_alphabet()
+    key = policy_key({"rm": 1}, {"seed": 0}, {"alphabet": "".join(alphabet)})
+    root = cache_root() / "reward_models"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / key
+    with FileLock(str(root / f"{key}.lock")):
+        if not (final / "config.json").is_file():
+            torch.manual_seed(0)
+            tokenizer = build_tokenizer(alphabet)
+            config = LlamaConfig(
+                vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+                bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                num_labels=1)
+            tmp = root / f".{key}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            LlamaForSequenceClassification(config).save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            os.replace(tmp, final)
+    return final

@@ -1,6 +1,7 @@
 """Write the small fixture datasets shipped in grpo_ablate/tasks/fixtures/ (written for this
 project, deterministic): GSM8K-style math word problems ("... #### 42") and MBPP-style code
-problems (prompt, entry point, reference solution, assert tests). Rerun to regenerate:
+problems (prompt, entry point, reference solution, assert tests), and chat prompts with
+reference responses. Rerun to regenerate:
 
     python scripts/make_task_fixtures.py
 """
@@ -55,6 +56,17 @@ def code_rows() -> list[dict]:
     return rows
 
 
+GREETINGS = ["hello", "good morning", "thanks", "well done", "good night"]
+
+
+def chat_rows(rng: random.Random, n: int) -> list[dict]:
+    rows = []
+    for _ in range(n):
+        who, what = rng.choice(NAMES), rng.choice(GREETINGS)
+        rows.append({"prompt": f"Say {what} to {who}.", "response": f"{what.capitalize()}, {who}!"})
+    return rows
+
+
 def write(name: str, rows: list[dict]) -> None:
     (OUT / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -64,6 +76,8 @@ def main() -> None:
     rng = random.Random(20261130)
     write("math_train.jsonl", math_rows(rng, 240))
     write("math_test.jsonl", math_rows(rng, 60))
+    write("chat_train.jsonl", chat_rows(rng, 40))
+    write("chat_test.jsonl", chat_rows(rng, 10))
     rows = code_rows()
     write("code_train.jsonl", rows[:6])
     write("code_test.jsonl", rows[6:])  # held out: functions the policy never trained on

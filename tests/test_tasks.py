@@ -3,6 +3,7 @@ format reward, the code task's sandboxed reward, data errors as one line (exit 2
 task's whole path on the embedded tiny policy (slow)."""
 
 import json
+import math
 import threading
 import time
 
@@ -88,6 +89,34 @@ def test_bad_task_input_is_one_line_exit_2(tmp_path, capsys, args, message):
     assert not list(tmp_path.rglob("*.json"))
 
 
+def test_chat_reward_is_the_reward_models_score_and_accuracy_its_win_rate():
+    import torch
+
+    (spec,) = specs_for(["task=chat"], multirun=False)
+    task = get_task(spec.config["task"])
+    rows = task.train[:4]
+    completions = ["Hello, Ann!", "no", "Thanks, Ben!", "zzzz"]
+    model, tokenizer = task.reward_model()
+    with torch.no_grad():  # the score, computed here one text at a time
+        direct = [model(**tokenizer(task.question(r) + "\n" + c, return_tensors="pt")).logits[0, 0]
+                  .item() for r, c in zip(rows, completions, strict=True)]
+        refs = [model(**tokenizer(task.question(r) + "\n" + task.gold(r),
+                                  return_tensors="pt")).logits[0, 0].item() for r in rows]
+    assert task.reward(completions, row=rows) == pytest.approx(direct, abs=1e-5)
+    assert task.scores(completions, rows) == [float(d > r) for d, r in zip(direct, refs,
+                                                                             strict=True)]
+
+
+def test_a_reward_model_that_is_not_a_classifier_is_refused(tmp_path, capsys):
+    ckpt = tmp_path / "policy"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    assert cli.main(["run", f"out_root={tmp_path}", "task=chat",
+                     f"task.reward_model={ckpt}"]) == 2
+    err = capsys.readouterr().err
+    assert "a LlamaForCausalLM, not a sequence classifier" in err and err.count("\n") == 1
+
+
 def test_an_empty_data_file_is_refused(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -97,14 +126,15 @@ def test_an_empty_data_file_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["math", "code"])
+@pytest.mark.parametrize("task", ["math", "code", "chat"])
 def test_each_task_runs_end_to_end_on_the_tiny_policy(tmp_path, task, capsys):
     assert cli.main(["run", f"task={task}", f"out_root={tmp_path}", *SMALL]) == 0
     (path,) = tmp_path.glob("adhoc/runs/*/record.json")
     record = read_record(path)
     assert record.status == "completed" and record.task == task
-    for key in ("eval/accuracy", "eval/sampled_accuracy", "eval/reward_mean"):
+    for key in ("eval/accuracy", "eval/sampled_accuracy"):
         assert 0.0 <= record.metrics[key] <= 1.0
+    assert math.isfinite(record.metrics["eval/reward_mean"])  # a reward model's units for chat
     assert record.steps == 2
     assert json.loads(path.read_text())["config"]["task"]["name"] == task
 

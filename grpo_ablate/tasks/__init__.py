@@ -18,10 +18,11 @@ entry in TASKS, and one conf/task/<name>.yaml.
 from __future__ import annotations
 
 from grpo_ablate.tasks.arithmetic import ArithmeticTask
+from grpo_ablate.tasks.chat import ChatTask
 from grpo_ablate.tasks.code import CodeTask
 from grpo_ablate.tasks.math import MathTask
 
-TASKS = {"arithmetic": ArithmeticTask, "math": MathTask, "code": CodeTask}
+TASKS = {"arithmetic": ArithmeticTask, "math": MathTask, "code": CodeTask, "chat": ChatTask}
 
 
 def get_task(cfg: dict):

@@ -58,6 +58,7 @@ def load_rows(source: str, split: str, fields: list[str], key: str, subset: str 
     """Rows of one split, as dicts holding at least `fields`."""
     import datasets
 
+    datasets.disable_progress_bars()  # the sweep shows its own progress
     source = resolve_source(source)
     try:
         if is_local(source):
