@@ -133,3 +133,18 @@ def test_a_failed_run_exits_nonzero_and_keeps_its_record(tmp_path, tiny_policy):
     assert res.returncode == 1 and "the run failed: RuntimeError: injected fault" in res.stderr
     (record,) = (tmp_path / "adhoc" / "runs").glob("*/record.json")
     assert json.loads(record.read_text())["status"] == "failed"
+
+
+def test_report_expands_a_quoted_glob_of_sweep_folders(tmp_path):
+    from grpo_ablate import cli as cli_module
+    from grpo_ablate.errors import UserError
+    from grpo_ablate.report import expand_paths
+
+    for name in ("sweep-b", "sweep-a", "other"):
+        (tmp_path / name).mkdir()
+    assert expand_paths([str(tmp_path / "sweep-*")]) == [tmp_path / "sweep-a", tmp_path / "sweep-b"]
+    assert expand_paths([str(tmp_path / "other")]) == [tmp_path / "other"]
+    with pytest.raises(UserError, match="no folder matches"):
+        expand_paths([str(tmp_path / "nope-*")])
+    with pytest.raises(UserError, match="need --out DIR"):
+        cli_module.cmd_report([str(tmp_path / "sweep-*")])

@@ -18,6 +18,12 @@ from grpo_ablate.store import atomic_write_text, jsonable
 SECONDARY = ["eval/reward_mean", "eval/sampled_accuracy", "eval/sampled_accuracy_train_temp"]
 
 
+def glob_magic(path: str) -> bool:
+    import glob
+
+    return not Path(path).exists() and glob.has_magic(path)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, via UserError
         raise UserError(f"report: {message}")
@@ -51,7 +57,7 @@ def parse_args(args: list[str]) -> argparse.Namespace:
         raise UserError(f"--min-effect {ns.min_effect}: must be > 0")
     if not 0 <= ns.inert_below < 1:
         raise UserError(f"--inert-below {ns.inert_below}: must be in [0, 1)")
-    if len(ns.path) > 1 and ns.out is None:
+    if (len(ns.path) > 1 or any(glob_magic(p) for p in ns.path)) and ns.out is None:
         raise UserError("report: several sweep folders need --out DIR for the combined report")
     return ns
 
@@ -100,12 +106,29 @@ def console_summary(md: str) -> str:
     return "\n## ".join(kept).rstrip()
 
 
+def expand_paths(given: list[str]) -> list[Path]:
+    """Sweep folders as given, or a quoted glob (`'outputs/sweep-*'`) expanded here."""
+    import glob
+
+    out: list[Path] = []
+    for p in given:
+        if not Path(p).exists() and glob.has_magic(p):
+            found = sorted(glob.glob(p))
+            if not found:
+                raise UserError(f"{p}: no folder matches; allowed: sweep folders, a glob of "
+                                "them, or one CSV")
+            out += [Path(f) for f in found]
+        else:
+            out.append(Path(p))
+    return out
+
+
 def main(args: list[str]) -> int:
     ns = parse_args(args)
     settings = Settings(metric=ns.metric, baseline=ns.baseline, alpha=ns.alpha,
                         correction=ns.correction, min_effect=ns.min_effect,
                         direction=ns.direction, inert_below=ns.inert_below)
-    paths = [Path(p) for p in ns.path]
+    paths = expand_paths(ns.path)
     report, warnings, df = build_report(paths, settings)
     src = paths[0]
     out = Path(ns.out) if ns.out else (src if src.is_dir() else src.parent / f"{src.stem}-report")
