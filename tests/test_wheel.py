@@ -45,6 +45,8 @@ def test_wheel_holds_configs_sweeps_and_py_typed(installed):
             "grpo_ablate/conf/hydra/hydra_logging/quiet.yaml",
             "grpo_ablate/conf/launcher/joblib.yaml"} <= names
     assert len([n for n in names if n.startswith("grpo_ablate/conf/trick/")]) == 25
+    assert {f"grpo_ablate/tasks/fixtures/{t}_{s}.jsonl" for t in ("math", "code", "chat")
+            for s in ("train", "test")} <= names
 
 
 def test_installed_cli_works_from_an_unrelated_folder(installed, tmp_path, tiny_policy):
@@ -57,6 +59,9 @@ def test_installed_cli_works_from_an_unrelated_folder(installed, tmp_path, tiny_
     assert tricks.returncode == 0 and len(tricks.stdout.splitlines()) == 26, tricks.stderr
     job = cli(venv, "run", "--cfg", "job", "trick=no_kl", cwd=tmp_path)
     assert job.returncode == 0 and "beta: 0.0" in job.stdout, job.stderr
+    for task in ("math", "code", "chat"):  # the shipped fixtures are found and validated
+        shown = cli(venv, "run", "--cfg", "job", f"task={task}", cwd=tmp_path)
+        assert shown.returncode == 0 and f"name: {task}" in shown.stdout, shown.stderr
     run = cli(venv, "run", "trainer.max_steps=1", "eval.every_steps=0", f"out_root={tmp_path}/o",
               cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
