@@ -161,6 +161,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "recipe.group_size": (lambda x: _int(x) and x >= 2, "an integer >= 2"),
     "trainer.use_cpu": (lambda x: x is None or isinstance(x, bool), "true, false or null (auto)"),
     "trainer.bf16": (lambda x: x is None or isinstance(x, bool), "true, false or null (auto)"),
+    "trainer.use_vllm": (lambda x: isinstance(x, bool), "true or false"),
+    "trainer.vllm_mode": (lambda x: x in ("colocate", "server"), "one of: colocate, server"),
     "guard.kl_abort": (lambda x: _num(x) and x > 0, "a number > 0"),
     "task.max_operand": (lambda x: _int(x) and 1 <= x <= 49, "an integer in [1, 49]"),
     "task.carry_bug_rate": (_unit, "a probability in [0, 1]"),
@@ -238,6 +240,7 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
         if value is not _MISSING and not ok(value):
             raise UserError(f"{key}={_fmt(value)}: must be {allowed}")
     resolve_device(data["trainer"])
+    _check_vllm(data["trainer"])
     match_budget(data)
     _check_relations(data)
     _check_paths(data)
@@ -259,6 +262,20 @@ def resolve_device(trainer: dict) -> None:
     elif trainer["bf16"] and trainer["use_cpu"]:
         raise UserError("trainer.bf16=true: bf16 on the CPU is emulated and several times slower; "
                         "allowed on a CPU: false or null (auto)")
+
+
+def _check_vllm(trainer: dict) -> None:
+    """vLLM is an optional extra and needs a CUDA device; nothing imports it unless it is on."""
+    if not trainer.get("use_vllm"):
+        return
+    import importlib.util
+
+    if trainer["use_cpu"]:
+        raise UserError("trainer.use_vllm=true: vLLM generates on a CUDA device, and this run is "
+                        "on the CPU; allowed: false here, or a machine with a GPU")
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError("trainer.use_vllm=true: vllm is not installed; allowed: false, or "
+                        "`pip install -e .[vllm]` (or `pip install 'grpo-ablate[vllm]'`) first")
 
 
 def match_budget(data: dict) -> None:
@@ -524,4 +541,32 @@ def specs_for(overrides: list[str], multirun: bool) -> list[RunSpec]:
     jobs = expand_jobs(overrides) if multirun else [list(overrides)]
     if not multirun and any(o.is_sweep_override() for o in parse_overrides(overrides)):
         raise UserError(f"{' '.join(overrides)}: a sweep of values needs `grpo-ablate sweep`")
-    return [validate(compose(job)) for job in jobs]
+    specs = [validate(compose(job)) for job in jobs]
+    check_layout(specs)
+    return specs
+
+
+def groups_per_step(trainer: dict) -> int:
+    """Prompt groups in one optimizer step (one process): micro-batch x accumulation / G."""
+    return trainer["per_device_train_batch_size"] * trainer["gradient_accumulation_steps"] \
+        // trainer["num_generations"]
+
+
+def check_layout(specs: list[RunSpec]) -> None:
+    """Every arm of a (model, task) stratum trains on as many groups per optimizer step as
+    its baseline: a trick file that also changed the batch layout would change two things at
+    once. (budget.match=completions changes it on purpose, and says so in the record.)"""
+    seen: dict[tuple, tuple[int, str]] = {}
+    for spec in specs:
+        cfg = spec.config
+        if cfg["budget"]["match"] != "none":
+            continue
+        key = (cfg["model"]["name"], cfg["task"]["name"])
+        groups = groups_per_step(cfg["trainer"])
+        first = seen.setdefault(key, (groups, spec.arm))
+        if groups != first[0]:
+            raise UserError(
+                f"trick={spec.arm}: {groups} groups per optimizer step where trick={first[1]} has "
+                f"{first[0]} ({key[0]}/{key[1]}); allowed: the same layout for every arm "
+                "(change recipe.micro_groups or prompts_per_step for all, not in a trick file), "
+                "or budget.match=completions")

@@ -23,7 +23,7 @@ from grpo_ablate.callbacks import (
     HistoryCallback,
     PacingCallback,
 )
-from grpo_ablate.config import REPO_ROOT, RunSpec, grpo_kwargs
+from grpo_ablate.config import REPO_ROOT, RunSpec, groups_per_step, grpo_kwargs
 from grpo_ablate.diagnostics import diagnose, length_growth
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.store import RunRecord
@@ -150,8 +150,7 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
         steps=steps, wall_seconds=round(wall, 3),
         cost={**cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
               "completions_per_step": completions_per_step(cfg["trainer"]),
-              "groups_per_step": completions_per_step(cfg["trainer"])
-              // cfg["trainer"]["num_generations"]},
+              "groups_per_step": groups_per_step(cfg["trainer"])},
         activity=trick_activity(cfg, rows, trainer.activity if trainer is not None else {}),
         versions=versions(), git_sha=git_sha(),
     )

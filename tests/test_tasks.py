@@ -179,3 +179,32 @@ def test_lengths_prints_percentiles_and_the_95th_as_the_suggestion(tiny_policy, 
     p95 = int(out.split("p95=")[1].split()[0])
     assert f"suggested trainer.max_completion_length={p95} " in out
     assert 1 <= p95 <= 8
+
+
+def test_a_trick_that_changes_the_batch_layout_is_refused(tmp_path, capsys):
+    trick = tmp_path / "mine" / "trick"
+    trick.mkdir(parents=True)
+    (trick / "big_batch.yaml").write_text(
+        "# @package _global_\ntrick:\n  id: big_batch\n  family: other\n  changes: x\n"
+        "  verdict: x\n  keys: [recipe.prompts_per_step]\nrecipe:\n  prompts_per_step: 8\n")
+    args = ["sweep", "--config-dir", str(tmp_path / "mine"), "sweep=smoke",
+            "trick=baseline,big_batch", f"out_root={tmp_path}/out"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "trick=big_batch: 8 groups per optimizer step where trick=baseline has 4" in err
+    assert not (tmp_path / "out").exists()
+    # the same arm under budget.match=completions changes the layout on purpose: allowed
+    specs = specs_for([f"hydra.searchpath=[file://{tmp_path / 'mine'}]",
+                       "sweep=smoke", "trick=baseline,big_batch", "budget.match=completions"],
+                      multirun=True)
+    assert len(specs) == 4
+
+
+def test_vllm_is_an_optional_switch_checked_before_training(capsys):
+    assert cli.main(["run", "trainer.use_vllm=true"]) == 2
+    assert "vLLM generates on a CUDA device" in capsys.readouterr().err
+    assert cli.main(["run", "trainer.vllm_mode=remote"]) == 2
+    assert "must be one of: colocate, server" in capsys.readouterr().err
+    import sys
+
+    assert "vllm" not in sys.modules  # nothing imports it while it is off
