@@ -24,3 +24,27 @@ def test_evaluations_do_not_change_gpu_training(tiny_policy):
     assert rec_a.status == rec_b.status == "completed", (rec_a.error, rec_b.error)
     assert with_evals.config["trainer"]["use_cpu"] is False
     assert steps(rows_a) == steps(rows_b)
+
+
+@pytest.mark.parametrize("vllm", [False, True])
+def test_a_tiny_qwen2_checkpoint_trains_on_cuda_in_bf16(tmp_path, vllm):
+    """The real-checkpoint path on a GPU: BPE tokenizer, chat template, bf16 (and vLLM
+    colocate when the vllm extra is installed)."""
+    import importlib.util
+
+    from tiny_qwen import SMALL_HF, build_tiny_qwen2
+
+    from grpo_ablate import cli
+    from grpo_ablate.store import read_record
+
+    if vllm and importlib.util.find_spec("vllm") is None:
+        pytest.skip("the vllm extra is not installed")
+    ckpt = build_tiny_qwen2(tmp_path / "qwen")
+    extra = ["trainer.use_vllm=true", "trainer.vllm_mode=colocate"] if vllm else []
+    assert cli.main(["run", *SMALL_HF, f"model.path={ckpt}", f"out_root={tmp_path}",
+                     "trainer.use_cpu=null", "trainer.bf16=null", *extra]) == 0
+    (path,) = tmp_path.glob("adhoc/runs/*/record.json")
+    record = read_record(path)
+    assert record.status == "completed", record.error
+    assert record.config["trainer"]["use_cpu"] is False
+    assert record.config["trainer"]["bf16"] is torch.cuda.is_bf16_supported()

@@ -208,3 +208,23 @@ def test_vllm_is_an_optional_switch_checked_before_training(capsys):
     import sys
 
     assert "vllm" not in sys.modules  # nothing imports it while it is off
+
+
+@pytest.mark.slow
+def test_a_real_checkpoint_with_bpe_and_a_chat_template_runs_conversationally(tmp_path):
+    """model=hf on a local Qwen2-architecture checkpoint: chat-template prompts, a record."""
+    from tiny_qwen import SMALL_HF, build_tiny_qwen2
+
+    ckpt = build_tiny_qwen2(tmp_path / "qwen")
+    (spec,) = specs_for([*SMALL_HF, f"model.path={ckpt}", f"out_root={tmp_path}"],
+                        multirun=False)
+    task = get_task(spec.config["task"])
+    from transformers import AutoTokenizer
+
+    task.use_tokenizer(AutoTokenizer.from_pretrained(ckpt))
+    assert task.conversational and task.train_rows()[0]["prompt"][-1]["role"] == "user"
+    assert cli.main(["run", *SMALL_HF, f"model.path={ckpt}", f"out_root={tmp_path}"]) == 0
+    (path,) = tmp_path.glob("adhoc/runs/*/record.json")
+    record = read_record(path)
+    assert record.status == "completed" and record.steps == 2
+    assert record.config["trainer"]["bf16"] is False  # the CPU: fp32, whatever the CPU has
