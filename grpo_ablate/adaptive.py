@@ -89,9 +89,9 @@ def next_rung(sweep_dir: Path, design: Design, strata: list[tuple[str, str]],
     from grpo_ablate.stats.decide import Stratum, default_direction, replay_ladder
     from grpo_ablate.stats.table import load_results
 
-    try:
+    if any(Path(sweep_dir).glob("runs/*/record.json")):
         df, _ = load_results([Path(sweep_dir)])
-    except UserError:  # no record yet
+    else:  # nothing recorded yet: the first rung
         df = pd.DataFrame(columns=["arm", "seed", "model", "task", "status"])
     df = df[df["arm"].isin([BASELINE, *design.arms])]
     direction = direction or default_direction(design.metric)
