@@ -117,7 +117,10 @@ def _adaptive(st: dict) -> list[str]:
               f"| {r['z_boundary']:.3f} | {r['p_boundary']:.2g} |" for r in ad["plan"]]
     lines += ["", "| arm | settled at look | seeds | why | p at that look | boundary p | verdict |",
               "|---|---|---|---|---|---|---|"]
-    for x in st["arms"]:
+    def settled(x: dict) -> tuple:  # by look, then name; still-open arms last
+        return ((x.get("adaptive") or {}).get("look") or 99, x["arm"])
+
+    for x in sorted(st["arms"], key=settled):
         a = x.get("adaptive")
         if a:
             lines.append(f"| {x['arm']} | {a['look'] or '-'} | {a['seeds'] or '-'} "
