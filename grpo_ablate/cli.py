@@ -259,7 +259,7 @@ def cmd_tricks(args: list[str]) -> int:
 
 def demo_launcher(args: list[str]) -> list[str]:
     """The demo runs one worker per core (Hydra's joblib launcher, one torch thread each:
-    1.6x the serial speed on 2 cores) when the launcher is installed and the user did not
+    about 1.5x the serial speed on 2 cores) when the launcher is installed and the user did not
     choose one; otherwise in this process."""
     import importlib.util
 
