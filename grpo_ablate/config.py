@@ -546,10 +546,14 @@ def specs_for(overrides: list[str], multirun: bool) -> list[RunSpec]:
     return specs
 
 
+def completions_per_step(trainer: dict) -> int:
+    """Completions in one optimizer step: micro-batch x gradient accumulation (one process)."""
+    return trainer["per_device_train_batch_size"] * trainer["gradient_accumulation_steps"]
+
+
 def groups_per_step(trainer: dict) -> int:
-    """Prompt groups in one optimizer step (one process): micro-batch x accumulation / G."""
-    return trainer["per_device_train_batch_size"] * trainer["gradient_accumulation_steps"] \
-        // trainer["num_generations"]
+    """Prompt groups in one optimizer step (one process)."""
+    return completions_per_step(trainer) // trainer["num_generations"]
 
 
 def check_layout(specs: list[RunSpec]) -> None:

@@ -17,6 +17,7 @@ interpreter, so a program written to fake its own result could; the harness make
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import secrets
 import select
@@ -125,6 +126,7 @@ def isolation_available() -> str:
     return "rlimits only"
 
 
+@functools.cache
 def interpreter() -> str:
     """The Python that runs generated code: the system's (stdlib only, readable by the
     unprivileged sandbox user) when there is one, else this one."""

@@ -23,7 +23,13 @@ from grpo_ablate.callbacks import (
     HistoryCallback,
     PacingCallback,
 )
-from grpo_ablate.config import REPO_ROOT, RunSpec, groups_per_step, grpo_kwargs
+from grpo_ablate.config import (
+    REPO_ROOT,
+    RunSpec,
+    completions_per_step,
+    groups_per_step,
+    grpo_kwargs,
+)
 from grpo_ablate.diagnostics import diagnose, length_growth
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.store import RunRecord
@@ -42,11 +48,6 @@ def resolve_model_path(config: dict, task) -> str:
     from grpo_ablate.policy import ensure_tiny_policy
 
     return str(ensure_tiny_policy(model["arch"], model["sft"], task))
-
-
-def completions_per_step(trainer: dict) -> int:
-    """Completions in one optimizer step: micro-batch x gradient accumulation (one process)."""
-    return trainer["per_device_train_batch_size"] * trainer["gradient_accumulation_steps"]
 
 
 def make_reward_function(task, faults: dict, cost: dict):

@@ -140,7 +140,7 @@ def test_each_task_runs_end_to_end_on_the_tiny_policy(tmp_path, task, capsys):
 
 
 def test_model_scales_carry_the_scaled_recipe_and_64_groups_per_step():
-    from grpo_ablate.train import completions_per_step
+    from grpo_ablate.config import completions_per_step
 
     for model, lr in (("qwen2.5-1.5b", 1e-6), ("qwen2.5-7b", 5e-7), ("qwen2.5-14b", 3e-7)):
         (spec,) = specs_for([f"model={model}", "task=math"], multirun=False)

@@ -180,6 +180,8 @@ def _curves(report: dict, sub: pd.DataFrame, path: Path) -> str:
     for ax in axes.flat:
         ax.set_xlim(0, max(1, last_step))
         ax.autoscale_view(scalex=False)
+    for ax in axes[:-1].flat:
+        ax.tick_params(labelbottom=False)
     for ax in axes[-1]:
         ax.set_xlabel("optimizer step", fontsize=8)
     fig.suptitle("training curves per trick family (columns) and metric (rows): seeds thin, "

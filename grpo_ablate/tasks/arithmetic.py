@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_ablate.tasks.evaluation import isolated_rng
+from grpo_ablate.tasks.evaluation import generate, isolated_rng
 
 MALFORMED_REWARD = -1.0  # no parseable number: the pathological outlier reward clipping targets
 
@@ -147,10 +147,11 @@ class ArithmeticTask:
         model.eval()
         try:
             with isolated_rng(seed), torch.no_grad():
-                greedy = _generate(model, tokenizer, problems, max_new_tokens, None)
+                texts = [p.prompt for p in problems]
+                greedy = generate(model, tokenizer, texts, max_new_tokens, None, batch=len(texts))
                 try:
-                    sampled = _generate(model, tokenizer, problems * sampled_k, max_new_tokens,
-                                        temperature)
+                    sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
+                                       temperature, batch=len(texts) * sampled_k)
                 except RuntimeError:  # non-finite weights cannot be sampled from
                     sampled = None
         finally:
@@ -167,13 +168,3 @@ class ArithmeticTask:
                     for c, p in zip(sampled, problems * sampled_k, strict=True)]
             out["sampled_accuracy"] = sum(hits) / len(hits)
         return out
-
-
-def _generate(model, tokenizer, problems, max_new_tokens, temperature) -> list[str]:
-    enc = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True,
-                    padding_side="left").to(model.device)
-    kwargs = dict(do_sample=False) if temperature is None else dict(
-        do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
-    out = model.generate(**enc, max_new_tokens=max_new_tokens,
-                         pad_token_id=tokenizer.pad_token_id, **kwargs)
-    return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)

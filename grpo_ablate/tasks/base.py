@@ -14,9 +14,7 @@ from typing import Any
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.tasks.data import load_rows, resolve_source
-from grpo_ablate.tasks.evaluation import isolated_rng
-
-EVAL_BATCH = 64  # prompts per generate() call in the held-out evaluation
+from grpo_ablate.tasks.evaluation import generate, isolated_rng
 
 
 class TextTask:
@@ -101,8 +99,8 @@ class TextTask:
         model.eval()
         try:
             with isolated_rng(seed), torch.no_grad():
-                greedy = _generate(model, tokenizer, texts, max_new_tokens, None)
-                sampled = _generate(model, tokenizer, texts * sampled_k, max_new_tokens,
+                greedy = generate(model, tokenizer, texts, max_new_tokens, None)
+                sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
                                     temperature)
         finally:
             model.train(was_training)
@@ -139,17 +137,3 @@ class TextTask:
 
 def _columns(rows: list[dict]) -> dict[str, list]:
     return {k: [r[k] for r in rows] for k in rows[0]} if rows else {}
-
-
-def _generate(model, tokenizer, texts: list[str], max_new_tokens: int,
-              temperature: float | None) -> list[str]:
-    out = []
-    kwargs = dict(do_sample=False) if temperature is None else dict(
-        do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
-    for i in range(0, len(texts), EVAL_BATCH):
-        enc = tokenizer(texts[i:i + EVAL_BATCH], return_tensors="pt", padding=True,
-                        padding_side="left", add_special_tokens=True).to(model.device)
-        ids = model.generate(**enc, max_new_tokens=max_new_tokens,
-                             pad_token_id=tokenizer.pad_token_id, **kwargs)
-        out += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    return out

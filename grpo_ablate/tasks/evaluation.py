@@ -17,3 +17,22 @@ def isolated_rng(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=devices, device_type="cuda"):
         torch.manual_seed(seed)
         yield
+
+
+EVAL_BATCH = 64  # prompts per generate() call in a held-out evaluation
+
+
+def generate(model, tokenizer, texts: list[str], max_new_tokens: int,
+             temperature: float | None, batch: int = EVAL_BATCH) -> list[str]:
+    """Completions for prompt texts, `batch` prompts per call: greedy when temperature is
+    None, else sampled (top_p 1, no top_k)."""
+    out: list[str] = []
+    kwargs = dict(do_sample=False) if temperature is None else dict(
+        do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+    for i in range(0, len(texts), batch):
+        enc = tokenizer(texts[i:i + batch], return_tensors="pt", padding=True,
+                        padding_side="left").to(model.device)
+        ids = model.generate(**enc, max_new_tokens=max_new_tokens,
+                             pad_token_id=tokenizer.pad_token_id, **kwargs)
+        out += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return out
