@@ -203,11 +203,12 @@ def run(program: str, tests: str, timeout_s: float = 10.0,
                 timed_out = not _wait(proc, nonce.encode() + b"\n", timeout_s)
             finally:
                 _kill_group(proc)
-                # A normal end needs nothing more: the PID namespace's init reaps everything
-                # in it before bwrap returns. A killed sandbox dies asynchronously: make sure.
-                if uid is not None and (timed_out or proc.returncode != 0
-                                        or isolation != "bwrap"):
-                    _kill_uid(uid)
+                # bwrap returns as soon as the program exits, while its PID namespace (the
+                # program's children: a fork bomb's, a daemon) is torn down afterwards, and a
+                # killed sandbox dies asynchronously: whatever still runs as the sandbox's
+                # uid is killed, and waited for, before this returns.
+                if uid is not None:
+                    _clear_uid(uid)
             result.seek(0)
             out = result.read(RESULT_BYTES)
         seconds = time.perf_counter() - start
@@ -262,6 +263,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _clear_uid(uid: int, settle_s: float = 0.05) -> None:
+    """Return once no process of the sandbox's uid runs. A namespace whose bwrap has ended
+    is already being killed (--die-with-parent): give that a moment, which is cheaper than
+    starting a killer, then kill whatever is left."""
+    deadline = time.monotonic() + settle_s
+    while _running_as(uid):
+        if time.monotonic() > deadline:
+            _kill_uid(uid)
+            return
+        time.sleep(0.002)
+
+
 def _kill_uid(uid: int, grace_s: float = 2.0) -> None:
     """Kill every process of the sandbox's uid — daemons that left the process group
     included — and wait until none is running (zombies aside)."""
@@ -276,12 +289,19 @@ def _kill_uid(uid: int, grace_s: float = 2.0) -> None:
 
 
 def _running_as(uid: int) -> bool:
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            text = status.read_text()
-        except OSError:
+    """Whether a process of `uid` is running (zombies aside). /proc/<pid> is owned by the
+    process's effective uid, so one stat per process finds the candidates cheaply."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
-        if f"\nUid:\t{uid}\t" in text and "\nState:\tZ" not in text:
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                state = stat.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z":
             return True
     return False
 
