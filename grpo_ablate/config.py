@@ -49,6 +49,21 @@ def _exact_div(a, b) -> int:
 
 
 OmegaConf.register_new_resolver("div", _exact_div, replace=True)
+
+
+def _groups_per_process(prompts, procs) -> int:
+    if int(procs) <= 0 or int(prompts) % int(procs):
+        raise ValueError(f"launch.processes={procs}: the {prompts} groups of a step "
+                         f"(recipe.prompts_per_step) do not split evenly over {procs} processes; "
+                         f"allowed: a divisor of {prompts}")
+    return int(prompts) // int(procs)
+
+
+# Groups per forward pass on one process: the model file's micro_groups, or fewer when a
+# process holds fewer groups per step (prompts_per_step / launch.processes).
+OmegaConf.register_new_resolver(
+    "micro", lambda prompts, micro, procs: min(int(micro), _groups_per_process(prompts, procs)),
+    replace=True)
 OmegaConf.register_new_resolver("cpus", lambda: os.cpu_count() or 1, replace=True)
 OmegaConf.register_new_resolver(
     "threads_per", lambda workers: max(1, (os.cpu_count() or 1) // max(1, int(workers))), replace=True)
@@ -65,6 +80,7 @@ def register_sweeps() -> None:
 register_sweeps()
 
 # ---------------------------------------------------------------------------- schema
+ACCELERATE_CONFIGS = ("ddp", "zero2", "zero3")  # conf/accelerate/<name>.yaml
 # Allowed keys per section; None marks a leaf. Values are checked by RULES below.
 _LEAF = None
 SCHEMA: dict[str, Any] = {
@@ -74,8 +90,10 @@ SCHEMA: dict[str, Any] = {
     "adaptive": {"enabled": _LEAF, "rungs": _LEAF, "alpha": _LEAF, "min_effect": _LEAF,
                  "futility": _LEAF, "metric": _LEAF},
     "guard": {"kl_abort": _LEAF, "min_accuracy_gain": _LEAF},
+    "launch": {"processes": _LEAF, "accelerate": _LEAF, "gpus_per_job": _LEAF, "port": _LEAF},
     "faults": {"nan_loss_at_step": _LEAF, "kl_blowup_at_step": _LEAF,
-               "reward_raises_at_step": _LEAF, "sleep_per_step": _LEAF},
+               "reward_raises_at_step": _LEAF, "reward_raises_on_rank": _LEAF,
+               "sleep_per_step": _LEAF},
     "recipe": {"name": _LEAF, "prompts_per_step": _LEAF, "group_size": _LEAF,
                "max_grad_norm": _LEAF, "micro_groups": _LEAF},
     "trainer": "GRPOConfig",
@@ -163,6 +181,10 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.bf16": (lambda x: x is None or isinstance(x, bool), "true, false or null (auto)"),
     "trainer.use_vllm": (lambda x: isinstance(x, bool), "true or false"),
     "trainer.vllm_mode": (lambda x: x in ("colocate", "server"), "one of: colocate, server"),
+    "launch.processes": (lambda x: _int(x) and 1 <= x <= 1024, "an integer in [1, 1024]"),
+    "launch.accelerate": (lambda x: x in ACCELERATE_CONFIGS, "one of: " + ", ".join(ACCELERATE_CONFIGS)),
+    "launch.gpus_per_job": (_opt(lambda x: _int(x) and x >= 1), "an integer >= 1, or null (auto)"),
+    "launch.port": (_opt(lambda x: _int(x) and 1024 <= x <= 65535), "a port in [1024, 65535], or null"),
     "guard.kl_abort": (lambda x: _num(x) and x > 0, "a number > 0"),
     "task.max_operand": (lambda x: _int(x) and 1 <= x <= 49, "an integer in [1, 49]"),
     "task.carry_bug_rate": (_unit, "a probability in [0, 1]"),
@@ -230,7 +252,11 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
         try:
             data = OmegaConf.to_container(cfg, resolve=True)
         except OmegaConfBaseException as exc:
-            raise UserError(one_line(exc)) from None
+            # A resolver's own message names the key and what is allowed: keep only that.
+            text = one_line(exc)
+            text = re.sub(r"^\w+ raised while resolving interpolation: (.*?); full_key: .*$",
+                          r"\1", text)
+            raise UserError(text) from None
     else:
         data = cfg
     data = {k: v for k, v in data.items() if k != "hydra"}
@@ -243,6 +269,7 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
     _check_vllm(data["trainer"])
     match_budget(data)
     _check_relations(data)
+    _check_launch(data)
     _check_paths(data)
     _check_with_trl(data)
     return RunSpec(config=data, run_id=run_id(data))
@@ -289,7 +316,8 @@ def match_budget(data: dict) -> None:
     if completions % tr["num_generations"]:
         raise UserError(f"budget.match=completions: {completions} completions per step do not "
                         f"split into groups of trainer.num_generations={tr['num_generations']}")
-    tr["per_device_train_batch_size"] = completions // tr["gradient_accumulation_steps"]
+    tr["per_device_train_batch_size"] = completions // (tr["gradient_accumulation_steps"]
+                                                       * data["launch"]["processes"])
     tr["max_steps"] = tr["max_steps"] * tr["num_iterations"]
 
 
@@ -307,6 +335,31 @@ def _check_relations(data: dict) -> None:
     if window is not None and not window["start"] < window["end"]:
         raise UserError(f"hooks.filter_low_reward={_fmt(window)}: must have start < end, "
                         "both fractions of training in [0, 1]")
+
+
+def _check_launch(data: dict) -> None:
+    """A run on several processes: DeepSpeed where its config asks for it, a GPU per process,
+    and EMA only where every process holds whole parameters."""
+    launch, tr = data["launch"], data["trainer"]
+    procs, engine = launch["processes"], launch["accelerate"]
+    gpus = launch.get("gpus_per_job")
+    if gpus is not None and gpus < procs:
+        raise UserError(f"launch.gpus_per_job={gpus}: fewer GPUs than launch.processes={procs}; "
+                        "allowed: at least one GPU per process, or null")
+    if procs == 1 or engine == "ddp":
+        return
+    if tr["use_cpu"]:
+        raise UserError(f"launch.accelerate={engine}: DeepSpeed ZeRO runs on CUDA devices, and "
+                        "this run is on the CPU; allowed here: ddp")
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is None:
+        raise UserError(f"launch.accelerate={engine}: deepspeed is not installed; allowed: ddp, "
+                        "or `pip install deepspeed` first")
+    if engine == "zero3" and data["hooks"].get("ema") is not None:
+        raise UserError("hooks.ema: the weight average needs whole parameters on every process, "
+                        "and launch.accelerate=zero3 shards them; allowed with ema: "
+                        "launch.accelerate=ddp or zero2")
 
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -425,13 +478,25 @@ def grpo_kwargs(data: dict, output_dir: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- identity
 # What does not change the computation, so it does not change the run's identity.
-_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger", "adaptive")
+_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger", "adaptive",
+                 "launch")
+
+
+# Keys added after records existed: in the identity only when set, so older records (and
+# run-cache entries) keep their ids.
+_IDENTITY_IF_SET = ("reward_raises_on_rank",)
 
 
 def run_id(data: dict) -> str:
     ident = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
     ident["trick"] = {"id": data["trick"]["id"]}
-    ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"}
+    ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"
+                       and not (k in _IDENTITY_IF_SET and v is None)}
+    # Where the processes run does not change the computation; how many, and the engine, do
+    # (each process samples its own share). One process: no entry, as before this block.
+    launch = data.get("launch", {})
+    if launch.get("processes", 1) > 1:
+        ident["launch"] = {"processes": launch["processes"], "accelerate": launch["accelerate"]}
     blob = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -546,14 +611,16 @@ def specs_for(overrides: list[str], multirun: bool) -> list[RunSpec]:
     return specs
 
 
-def completions_per_step(trainer: dict) -> int:
-    """Completions in one optimizer step: micro-batch x gradient accumulation (one process)."""
-    return trainer["per_device_train_batch_size"] * trainer["gradient_accumulation_steps"]
+def completions_per_step(config: dict) -> int:
+    """Completions in one optimizer step: micro-batch x gradient accumulation x processes."""
+    tr = config["trainer"]
+    return tr["per_device_train_batch_size"] * tr["gradient_accumulation_steps"] \
+        * config.get("launch", {}).get("processes", 1)
 
 
-def groups_per_step(trainer: dict) -> int:
-    """Prompt groups in one optimizer step (one process)."""
-    return completions_per_step(trainer) // trainer["num_generations"]
+def groups_per_step(config: dict) -> int:
+    """Prompt groups in one optimizer step."""
+    return completions_per_step(config) // config["trainer"]["num_generations"]
 
 
 def check_layout(specs: list[RunSpec]) -> None:
@@ -566,7 +633,7 @@ def check_layout(specs: list[RunSpec]) -> None:
         if cfg["budget"]["match"] != "none":
             continue
         key = (cfg["model"]["name"], cfg["task"]["name"])
-        groups = groups_per_step(cfg["trainer"])
+        groups = groups_per_step(cfg)
         first = seen.setdefault(key, (groups, spec.arm))
         if groups != first[0]:
             raise UserError(

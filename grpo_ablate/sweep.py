@@ -40,11 +40,13 @@ def execute(spec: RunSpec) -> str:
         clean_partials(run_dir)
         if run_cache.adopt(spec):
             return "reused (run cache)"
+        from grpo_ablate.distributed import needs_processes, train_in_processes
         from grpo_ablate.train import train_one
 
         print(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})", file=sys.stderr,
               flush=True)
-        record, history = train_one(spec)
+        train = train_in_processes if needs_processes(spec.config) else train_one
+        record, history = train(spec)
         write_record(run_dir, record, history)
         run_cache.store(spec, record, history)
         return record.status

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import platform
 import subprocess
 import tempfile
@@ -54,8 +55,9 @@ def make_reward_function(task, faults: dict, cost: dict):
     """The task's reward as a TRL reward function; also counts generation cost."""
 
     def reward(prompts, completions, completion_ids, trainer_state=None, **kwargs):
-        at = faults.get("reward_raises_at_step")
-        if at is not None and trainer_state is not None and trainer_state.global_step >= at:
+        at, rank = faults.get("reward_raises_at_step"), faults.get("reward_raises_on_rank")
+        if at is not None and trainer_state is not None and trainer_state.global_step >= at \
+                and rank in (None, process_rank()):
             raise RuntimeError(f"injected fault: reward function raised at step "
                                f"{trainer_state.global_step}")
         cost["completions"] += len(completions)
@@ -90,7 +92,15 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
     )
 
 
-def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
+def process_rank() -> int:
+    """This process's rank in a multi-process run (set by `accelerate launch`); 0 alone."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, list[dict]]:
+    """Train and evaluate one run. A run that raises is recorded as failed, unless
+    `raise_errors` (one process of several: the launcher ends the others, and the launching
+    process records the failure)."""
     cfg = spec.config
     start = time.perf_counter()
     history = HistoryCallback()
@@ -98,7 +108,9 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
     cost = {"completions": 0, "completion_tokens": 0}
     status, error, evals, trainer = "completed", None, None, None
     steps = 0
-    wandb_run = start_run(cfg, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir))
+    # One W&B run per run: the first process's.
+    wandb_run = start_run(cfg, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir)) \
+        if process_rank() == 0 else None
     try:
         from transformers import AutoTokenizer
 
@@ -131,18 +143,35 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
             trainer.remove_callback(PrinterCallback)  # the sweep shows its own progress
             trainer.train()
             steps = trainer.state.global_step
+            cost = sum_over_processes(cost)  # each process counted its own completions
         if guard.reason:
             status, error = "diverged", guard.reason
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
+        if raise_errors:
+            finish_run(wandb_run, {}, "failed")
+            raise
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         log.warning("run %s (%s seed %s) failed: %s", spec.run_id, spec.arm, spec.seed, error)
     wall = time.perf_counter() - start
     metrics = final_metrics(evals) if evals is not None and evals.evals and status != "failed" \
         else {}
-    rows = history.rows
+    record = make_record(spec, status, error, wall, metrics, history.rows, evals, steps, cost,
+                         trainer.activity if trainer is not None else {})
+    finish_run(wandb_run, metrics, status)
+    return record, history.rows
+
+
+def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
+                metrics: dict | None = None, rows: list[dict] | None = None,
+                evals: EvalCallback | None = None, steps: int = 0, cost: dict | None = None,
+                counts: dict | None = None) -> RunRecord:
+    """The run's record from what training left (nothing, for a run that failed early)."""
+    cfg, rows = spec.config, rows or []
+    metrics = metrics or {}
+    cost = cost or {"completions": 0, "completion_tokens": 0}
     gain = metrics.get("eval/accuracy_gain")
     lrs = [r["learning_rate"] for r in rows if "learning_rate" in r]
-    record = RunRecord(
+    return RunRecord(
         run_id=spec.run_id, sweep=cfg["sweep_name"], arm=spec.arm, seed=spec.seed,
         model=cfg["model"]["name"], task=cfg["task"]["name"], status=status, error=error,
         config=cfg, metrics=metrics, stability=stability(rows, evals),
@@ -150,13 +179,24 @@ def train_one(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
                              cfg["guard"]["min_accuracy_gain"]),
         steps=steps, wall_seconds=round(wall, 3),
         cost={**cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
-              "completions_per_step": completions_per_step(cfg["trainer"]),
-              "groups_per_step": groups_per_step(cfg["trainer"])},
-        activity=trick_activity(cfg, rows, trainer.activity if trainer is not None else {}),
+              "completions_per_step": completions_per_step(cfg),
+              "groups_per_step": groups_per_step(cfg)},
+        activity=trick_activity(cfg, rows, counts or {}),
         versions=versions(), git_sha=git_sha(),
     )
-    finish_run(wandb_run, metrics, status)
-    return record, rows
+
+
+def sum_over_processes(counts: dict[str, int]) -> dict[str, int]:
+    """Counts summed over the processes of a multi-process run (unchanged when alone)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return counts
+    keys = sorted(counts)
+    device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+    total = torch.tensor([counts[k] for k in keys], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return {k: int(v) for k, v in zip(keys, total.tolist(), strict=True)}
 
 
 def final_metrics(evals: EvalCallback) -> dict[str, float]:

@@ -26,8 +26,9 @@ from accelerate.utils import gather
 from trl import GRPOTrainer
 
 from grpo_ablate.tricks import (
-    apply_global_adv_norm,
     filter_active,
+    global_adv_norm_share,
+    kept_loss_scale,
     low_reward_keep_mask,
     shape_rewards,
 )
@@ -133,8 +134,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
         if hooks.get("global_adv_norm"):
             # Over the whole batch, every process's share: gather, normalise, take ours back.
-            everyone = self.accelerator.gather(out["advantages"])
-            out["advantages"] = apply_global_adv_norm(everyone)[local]
+            out["advantages"] = global_adv_norm_share(out["advantages"], self.accelerator.gather,
+                                                      self.accelerator.process_index)
         if hooks.get("filter_low_reward") is not None and mode == "train":
             dropped = 0.0
             if self._filter_keep is not None:
@@ -157,7 +158,9 @@ class AblationGRPOTrainer(GRPOTrainer):
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         keep = inputs.get("filter_keep")
         if keep is not None and self.loss_type in PER_SEQUENCE_LOSSES:
-            loss = loss * keep.numel() / keep.sum().clamp(min=1)
+            # Over the kept sequences of every process's micro-batch, not this one's alone.
+            loss = loss * kept_loss_scale(keep, self.accelerator.gather,
+                                          self.accelerator.num_processes)
         at = self.faults.get("nan_loss_at_step")
         if at is not None and self.state.global_step + 1 >= at:
             loss = loss * float("nan")

@@ -147,10 +147,10 @@ def test_model_scales_carry_the_scaled_recipe_and_64_groups_per_step():
         tr = spec.config["trainer"]
         assert tr["learning_rate"] == lr and tr["gradient_checkpointing"] is True
         assert spec.config["model"]["path"].startswith("Qwen/Qwen2.5-")
-        assert completions_per_step(tr) // tr["num_generations"] == 64
+        assert completions_per_step(spec.config) // tr["num_generations"] == 64
         assert tr["steps_per_generation"] == tr["gradient_accumulation_steps"]
         (g4,) = specs_for([f"model={model}", "trick=group_4"], multirun=False)
-        assert completions_per_step(g4.config["trainer"]) == 64 * 4  # still 64 groups
+        assert completions_per_step(g4.config) == 64 * 4  # still 64 groups
 
 
 def test_cross_scale_sweep_crosses_models_tasks_tricks_and_seeds():

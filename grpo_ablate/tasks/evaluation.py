@@ -25,10 +25,44 @@ EVAL_BATCH = 64  # prompts per generate() call in a held-out evaluation
 def generate(model, tokenizer, texts: list[str], max_new_tokens: int,
              temperature: float | None, batch: int = EVAL_BATCH) -> list[str]:
     """Completions for prompt texts, `batch` prompts per call: greedy when temperature is
-    None, else sampled (top_p 1, no top_k)."""
+    None, else sampled (top_p 1, no top_k). In a multi-process run every process generates
+    its own share and the shares are gathered once, so each process returns the whole list."""
+    rank, world = process_group()
+    if world == 1:
+        return _generate(model, tokenizer, texts, max_new_tokens, temperature, batch)
+    import torch.distributed as dist
+
+    share = -(-len(texts) // world)
+    mine = texts[rank * share:(rank + 1) * share]
+    # Equal shares (padded with a repeat), so every process makes the same generate calls:
+    # under ZeRO-3 each forward pass gathers parameters from all of them.
+    padded = mine + [texts[-1]] * (share - len(mine)) if texts else []
+    out = _generate(model, tokenizer, padded, max_new_tokens, temperature, batch,
+                    synced=True)[:len(mine)]
+    parts: list[list[str]] = [[] for _ in range(world)]
+    dist.all_gather_object(parts, out)
+    return [c for part in parts for c in part]
+
+
+def process_group() -> tuple[int, int]:
+    """(rank, world size) of a multi-process run; (0, 1) alone."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _generate(model, tokenizer, texts: list[str], max_new_tokens: int,
+              temperature: float | None, batch: int, synced: bool = False) -> list[str]:
     out: list[str] = []
     kwargs = dict(do_sample=False) if temperature is None else dict(
         do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+    if synced:
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        # ZeRO-3: a process that finished its share keeps stepping until all have.
+        kwargs["synced_gpus"] = is_deepspeed_zero3_enabled()
     for i in range(0, len(texts), batch):
         enc = tokenizer(texts[i:i + batch], return_tensors="pt", padding=True,
                         padding_side="left").to(model.device)

@@ -1,0 +1,175 @@
+"""Runs on several processes (`launch.processes=N` under `accelerate launch`, 2 CPU processes
+with gloo here) and runs pinned to their own GPUs (`launch.gpus_per_job`).
+
+The two-process tests start real processes through accelerate's real launcher (torchrun);
+only the GPU reservation is tested with GPU ids as plain strings, since no GPU exists here."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from wandb_files import read_run
+
+from grpo_ablate.config import ACCELERATE_CONFIGS, specs_for
+from grpo_ablate.distributed import ACCELERATE_DIR, free_port, launch_command, reserve_gpus
+from grpo_ablate.errors import UserError
+from grpo_ablate.tricks import apply_global_adv_norm
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+
+
+def cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "grpo_ablate.cli", *args], capture_output=True,
+                          text=True, env=ENV, cwd=ROOT, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------- layout
+def test_processes_split_the_step_and_keep_the_groups_per_step():
+    from grpo_ablate.config import completions_per_step
+
+    (one,) = specs_for([], multirun=False)
+    (two,) = specs_for(["launch.processes=2"], multirun=False)
+    (four,) = specs_for(["launch.processes=4"], multirun=False)
+    assert [completions_per_step(s.config) for s in (one, two, four)] == [64, 64, 64]
+    assert [s.config["trainer"]["per_device_train_batch_size"] for s in (one, two, four)] == \
+        [64, 32, 16]
+    assert len({one.run_id, two.run_id, four.run_id}) == 3  # each process samples its own share
+    (one_pinned,) = specs_for(["launch.gpus_per_job=1", "launch.port=29999"], multirun=False)
+    assert one_pinned.run_id == one.run_id  # where a run goes is not what it computes
+    (big,) = specs_for(["model=qwen2.5-7b", "task=math", "launch.processes=8"], multirun=False)
+    tr = big.config["trainer"]
+    assert (tr["per_device_train_batch_size"], tr["gradient_accumulation_steps"]) == (32, 4)
+    assert completions_per_step(big.config) == 64 * 16
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["launch.processes=3"], "launch.processes=3: the 4 groups of a step"),
+    (["launch.processes=0"], "launch.processes=0"),
+    (["launch.accelerate=fsdp"], 'launch.accelerate="fsdp": must be one of: ddp, zero2, zero3'),
+    (["launch.processes=2", "launch.accelerate=zero3"], "launch.accelerate=zero3: DeepSpeed"),
+    (["launch.processes=2", "launch.gpus_per_job=1"], "launch.gpus_per_job=1: fewer GPUs"),
+])
+def test_bad_launch_settings_are_one_clear_error(overrides, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+        specs_for(overrides, multirun=False)
+
+
+def test_every_shipped_accelerate_config_is_one_the_launcher_reads():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    assert sorted(p.stem for p in ACCELERATE_DIR.glob("*.yaml")) == sorted(ACCELERATE_CONFIGS)
+    kinds = {name: load_config_from_file(str(ACCELERATE_DIR / f"{name}.yaml"))
+                       .distributed_type.name for name in ACCELERATE_CONFIGS}
+    assert kinds == {"ddp": "MULTI_GPU", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}
+    (spec,) = specs_for(["launch.processes=2"], multirun=False)
+    cmd = launch_command(spec.config, Path("spec.json"), Path("work"))
+    assert cmd[cmd.index("--num_processes") + 1] == "2"
+    assert cmd[cmd.index("--config_file") + 1].endswith("ddp.yaml")
+
+
+# ---------------------------------------------------------------------------- GPU slots
+def test_gpu_reservations_are_disjoint_and_wait_for_a_free_gpu(tmp_path):
+    gpus = ["0", "1", "2", "3"]
+    with reserve_gpus(2, gpus, tmp_path) as a, reserve_gpus(2, gpus, tmp_path) as b:
+        assert len(a) == len(b) == 2 and not set(a) & set(b)
+        got: list[list[str]] = []
+
+        def third():
+            with reserve_gpus(1, gpus, tmp_path, wait_s=0.05) as c:
+                got.append(c)
+
+        waiter = threading.Thread(target=third)
+        waiter.start()
+        time.sleep(0.3)
+        assert not got  # all four held: the third run waits
+    waiter.join(5)
+    assert got and got[0][0] in gpus
+    with pytest.raises(UserError, match="launch.gpus_per_job=5: only 4 GPU"):
+        with reserve_gpus(5, gpus, tmp_path):
+            pass
+
+
+# ---------------------------------------------------------------------------- 2 processes
+def launch_probe(tmp_path) -> dict:
+    out = tmp_path / "probe.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+         str(ACCELERATE_DIR / "ddp.yaml"), "--num_processes", "2", "--num_machines", "1",
+         "--main_process_port", str(free_port()), str(ROOT / "tests" / "two_process_probe.py"), str(out)],
+        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_two_processes_compute_the_tricks_over_the_whole_batch(tmp_path):
+    got = launch_probe(tmp_path)
+    assert got["world"] == 2
+    advantages, keep = torch.tensor(got["advantages"]), torch.tensor(got["keep"])
+    # Global advantage normalisation: the same numbers as one process over the whole batch...
+    whole = apply_global_adv_norm(advantages)
+    assert torch.allclose(torch.tensor(got["normalised"]), whole, atol=1e-6)
+    # ...which is not what each process would get from its own half.
+    halves = torch.cat([apply_global_adv_norm(h) for h in advantages.chunk(2)])
+    assert not torch.allclose(halves, whole, atol=1e-3)
+    # The filter's per-sequence loss: the mean over the kept sequences of both processes.
+    per_sequence = torch.arange(24, dtype=torch.float32)
+    assert got["ddp_loss"] == pytest.approx(per_sequence[keep].mean().item(), rel=1e-6)
+    # Held-out evaluation: each prompt generated once, by one process, back in order.
+    assert got["completions"] == [str(i + 1) for i in range(13)]
+
+
+@pytest.mark.slow
+def test_a_two_process_run_writes_one_valid_record_and_one_wandb_run(tmp_path, tiny_policy):
+    common = ["trainer.max_steps=4", "eval.every_steps=0", f"out_root={tmp_path}",
+              "logger=wandb", "trick=global_adv_norm"]
+    res = cli("run", "launch.processes=2", *common)
+    assert res.returncode == 0, res.stderr[-3000:]
+    records = list((tmp_path / "adhoc" / "runs").glob("*/record.json"))
+    assert len(records) == 1
+    from grpo_ablate.store import read_record
+
+    two = read_record(records[0])
+    assert two.status == "completed" and two.steps == 4
+    assert two.config["launch"]["processes"] == 2
+    assert two.cost["completions"] == 4 * 64  # both processes' completions, counted once
+    history = (records[0].parent / "history.jsonl").read_text().splitlines()
+    assert [json.loads(r)["step"] for r in history if "loss" in json.loads(r)] == [1, 2, 3, 4]
+    (wandb_file,) = (tmp_path / "adhoc" / "wandb").glob("offline-run-*/run-*.wandb")
+    run = read_run(wandb_file)  # one W&B run: the first process's
+    assert run["summary"]["status"] == "completed"
+    # The held-out set, sharded over the processes and gathered, is the whole set: the SFT
+    # policy's greedy accuracy at the start is the one-process run's.
+    res = cli("run", *common)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (one_path,) = [p for p in (tmp_path / "adhoc" / "runs").glob("*/record.json")
+                   if p != records[0]]
+    one = read_record(one_path)
+    assert two.metrics["eval/start_accuracy"] == one.metrics["eval/start_accuracy"]
+    assert two.metrics["eval/start_reward_mean"] == one.metrics["eval/start_reward_mean"]
+
+
+@pytest.mark.slow
+def test_a_failing_process_fails_its_run_and_the_sweep_goes_on(tmp_path, tiny_policy):
+    t0 = time.perf_counter()
+    res = cli("run", "-m", "launch.processes=2", "trainer.max_steps=4", "eval.every_steps=0",
+              f"out_root={tmp_path}", "faults.reward_raises_on_rank=1",
+              "faults.reward_raises_at_step=2,null")
+    took = time.perf_counter() - t0
+    assert res.returncode == 0, res.stderr[-3000:]
+    from grpo_ablate.store import read_record
+
+    records = [read_record(p) for p in (tmp_path / "adhoc" / "runs").glob("*/record.json")]
+    by_fault = {r.config["faults"]["reward_raises_at_step"]: r for r in records}
+    assert set(by_fault) == {2, None}
+    failed, fine = by_fault[2], by_fault[None]
+    assert failed.status == "failed"
+    assert failed.error.startswith("rank 1: RuntimeError: injected fault"), failed.error
+    assert fine.status == "completed"
+    assert took < 240  # the other process was ended, not left waiting for its peer
