@@ -45,3 +45,8 @@ def hydra_main(cfg: DictConfig) -> str:
 
         torch.set_num_threads(int(threads))
     return execute(validate(cfg))
+
+
+if __name__ == "__main__":  # a plain Hydra app: python -m grpo_ablate.app [-m] [overrides]
+    quiet_libraries()
+    hydra_main()

@@ -100,6 +100,7 @@ def _hydra(argv: list[str], multirun: bool) -> None:
     from grpo_ablate.app import hydra_main
 
     sys.argv = ["grpo-ablate", *(["--multirun"] if multirun else []), *argv]
+    os.environ["GRPO_ABLATE_REPORTS"] = "cli"  # this command reports itself, once per sweep
     hydra_main()
 
 

@@ -35,3 +35,17 @@ def test_parallel_launcher_records_progress_and_quiet(tmp_path, tiny_policy, lau
     again = sweep(f"launcher={launcher}", f"out_root={tmp_path}", *extra)
     assert again.returncode == 0 and f"{n} runs" in again.stderr and "0 to train" in again.stderr
     assert time.perf_counter() - t0 < 60  # no worker, no model: validation and the report only
+
+
+def test_a_plain_hydra_multirun_ends_with_the_report(tmp_path, tiny_policy):
+    """Started as a Hydra app, not through `grpo-ablate sweep`, under a parallel launcher:
+    the callback at the end of the multirun runs the statistics stage on the records."""
+    res = subprocess.run(
+        [sys.executable, "-m", "grpo_ablate.app", "-m", "launcher=joblib", "trick=baseline,no_kl",
+         "seed=0,1", "trainer.max_steps=2", "eval.every_steps=0", f"out_root={tmp_path}",
+         "sweep_name=plain"], capture_output=True, text=True, env=ENV, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(list((tmp_path / "plain" / "runs").glob("*/record.json"))) == 4
+    report = json.loads((tmp_path / "plain" / "report.json").read_text())
+    (stratum,) = report["strata"]
+    assert stratum["baseline"]["n"] == 2 and [a["arm"] for a in stratum["arms"]] == ["no_kl"]
