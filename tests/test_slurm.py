@@ -1,0 +1,91 @@
+"""Sweeps on a real Slurm (scripts/slurm_local.sh sets one up on this machine; `make test`
+runs it) through hydra-submitit-launcher: every record lands, a job killed with scancel is
+recorded failed without hanging the sweep, and re-submitting trains only what is missing."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+# Time limits under 5 minutes get jobs killed at start by submitit's early-warning signal.
+SLURM = ["launcher=slurm", "hydra.launcher.timeout_min=10", "eval.every_steps=0"]
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    if shutil.which("sinfo") is None:
+        pytest.skip("Slurm is not installed: run scripts/slurm_local.sh (make test does)")
+    up = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    if "idle" not in up.stdout and "mix" not in up.stdout:
+        pytest.skip(f"Slurm is not up (sinfo: {up.stdout.strip() or up.stderr.strip()}): "
+                    "run scripts/slurm_local.sh")
+
+
+def sweep(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke",
+                             *SLURM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=ROOT, **kw)
+
+
+def records(sweep_dir: Path) -> dict[int, dict]:
+    out = {}
+    for path in (sweep_dir / "runs").glob("*/record.json"):
+        rec = json.loads(path.read_text())
+        out[rec["seed"]] = rec
+    return out
+
+
+def test_a_slurm_sweep_lands_every_record_and_resubmits_nothing(tmp_path, slurm, tiny_policy):
+    proc = sweep("trick=baseline,no_kl", "trainer.max_steps=2", f"out_root={tmp_path}")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    recs = list((tmp_path / "smoke" / "runs").glob("*/record.json"))
+    assert len(recs) == 4
+    assert all(json.loads(p.read_text())["status"] == "completed" for p in recs)
+    assert (tmp_path / "smoke" / "report.json").is_file()
+    assert list((tmp_path / "smoke" / ".submitit").iterdir())  # it went through Slurm
+    again = sweep("trick=baseline,no_kl", "trainer.max_steps=2", f"out_root={tmp_path}")
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and "0 to train" in err, err[-2000:]
+
+
+def test_a_cancelled_job_is_a_failed_run_and_resubmitting_trains_only_it(tmp_path, slurm,
+                                                                          tiny_policy):
+    args = ["trick=baseline", "seed=0,1", "trainer.max_steps=4", "faults.sleep_per_step=2",
+            f"out_root={tmp_path}"]
+    t0 = time.perf_counter()
+    proc = sweep(*args)
+    cancelled = None
+    while cancelled is None and time.perf_counter() - t0 < 300:
+        time.sleep(1)
+        running = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %k"],
+                                 capture_output=True, text=True).stdout.split("\n")
+        mine = [line.split()[0] for line in running if line.strip()]
+        if mine:
+            cancelled = mine[0]
+            subprocess.run(["scancel", cancelled], check=True)
+    assert cancelled, "no job of the sweep ever ran"
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    recs = records(tmp_path / "smoke")
+    assert len(recs) == 2
+    failed = [r for r in recs.values() if r["status"] == "failed"]
+    assert len(failed) == 1 and "CANCELLED" in failed[0]["error"], failed
+    assert sum(r["status"] == "completed" for r in recs.values()) == 1
+    # Re-submitted: only the cancelled run trains again.
+    again = sweep(*args)
+    _, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err[-3000:]
+    assert "1 to train" in err, err[-2000:]
+    after = records(tmp_path / "smoke")
+    assert all(r["status"] == "completed" for r in after.values())
+    kept = {s: r for s, r in recs.items() if r["status"] == "completed"}
+    assert all(after[s]["checksum"] == r["checksum"] for s, r in kept.items())
