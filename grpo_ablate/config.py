@@ -115,6 +115,8 @@ SCHEMA: dict[str, Any] = {
              "format_weight": _LEAF, "chat": _LEAF, "system_prompt": _LEAF,
              "prompt_field": _LEAF, "reference_field": _LEAF, "reward_model": _LEAF,
              "max_rm_length": _LEAF,
+             "shaping": {"scale": _LEAF, "clip": {"low": _LEAF, "high": _LEAF},
+                         "length_penalty": _LEAF, "filter_threshold": _LEAF, "sample": _LEAF},
              "sandbox": {"timeout_s": _LEAF, "cpu_seconds": _LEAF, "memory_mb": _LEAF,
                          "file_mb": _LEAF, "processes": _LEAF}},
     "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "verdict": _LEAF, "keys": _LEAF},
@@ -200,6 +202,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.dataset.train_size": (_opt(lambda x: _int(x) and x >= 1), "an integer >= 1, or null"),
     "task.dataset.eval_size": (_opt(lambda x: _int(x) and x >= 1), "an integer >= 1, or null"),
     "task.sandbox.timeout_s": (lambda x: _num(x) and 0 < x <= 600, "a number of seconds in (0, 600]"),
+    "task.shaping.scale": (lambda x: x in ("units", "sft_quantiles"), "one of: units, sft_quantiles"),
+    "task.shaping.sample": (lambda x: _int(x) and x >= 2, "an integer >= 2"),
     "logger.backend": (lambda x: x in ("none", "wandb"), "one of: none, wandb"),
     "logger.mode": (lambda x: x in ("offline", "online", "disabled"),
                     "one of: offline, online, disabled"),
@@ -331,6 +335,16 @@ def _check_relations(data: dict) -> None:
     clip = hooks.get("reward_clip")
     if clip is not None and not clip["low"] < clip["high"]:
         raise UserError(f"hooks.reward_clip={_fmt(clip)}: must have low < high")
+    shaping = data["task"].get("shaping") or {}
+    if shaping.get("scale") == "sft_quantiles":
+        levels = {"hooks.reward_clip.low": (clip or {}).get("low"),
+                  "hooks.reward_clip.high": (clip or {}).get("high"),
+                  "hooks.filter_low_reward.threshold": (hooks.get("filter_low_reward") or {})
+                  .get("threshold")}
+        for key, level in levels.items():
+            if level is not None and not 0.0 <= level <= 1.0:
+                raise UserError(f"{key}={level}: task.shaping.scale=sft_quantiles makes it a "
+                                "quantile of the SFT policy's rewards; allowed: a number in [0, 1]")
     window = hooks.get("filter_low_reward")
     if window is not None and not window["start"] < window["end"]:
         raise UserError(f"hooks.filter_low_reward={_fmt(window)}: must have start < end, "
@@ -490,6 +504,11 @@ _IDENTITY_IF_SET = ("reward_raises_on_rank",)
 def run_id(data: dict) -> str:
     ident = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
     ident["trick"] = {"id": data["trick"]["id"]}
+    # In reward units, task.shaping only reaches the computation through hooks (which are in
+    # the identity); as quantiles, how they are measured is part of it.
+    task = data.get("task") or {}
+    if (task.get("shaping") or {}).get("scale", "units") == "units":
+        ident["task"] = {k: v for k, v in task.items() if k != "shaping"}
     ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"
                        and not (k in _IDENTITY_IF_SET and v is None)}
     # Where the processes run does not change the computation; how many, and the engine, do

@@ -72,7 +72,7 @@ class Progress:
     """Runs done of a planned set, from their records on disk; one line per change."""
 
     specs: list[RunSpec]
-    stream: object = sys.stderr
+    stream: object = None  # None: sys.stderr as it is when a line is shown
     started: float = field(default_factory=time.perf_counter)
     seen: set[str] = field(default_factory=set)
     done_before: int = 0
@@ -113,7 +113,7 @@ class Progress:
         filled = int(width * done / max(1, total))
         bar = "#" * filled + "-" * (width - filled)
         print(f"[{bar}] {done}/{total} runs | arm={spec.arm} seed={spec.seed} {state} | "
-              f"ETA {self.eta(done)}", file=self.stream, flush=True)
+              f"ETA {self.eta(done)}", file=self.stream or sys.stderr, flush=True)
 
 
 @contextmanager

@@ -35,6 +35,8 @@ from grpo_ablate.diagnostics import diagnose, length_growth
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.store import RunRecord
 from grpo_ablate.tasks import get_task
+from grpo_ablate.tasks.evaluation import policy_rewards
+from grpo_ablate.tricks import shaping_in_reward_units, shaping_values
 from grpo_ablate.wandb_logger import WandbHistoryCallback, finish_run, log_eval, start_run
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,7 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
         with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
             trainer = build_trainer(spec, model_path, tokenizer, task, tmp, callbacks, cost,
                                     wandb_run)
+            trainer.ablation_hooks = shaping_hooks(cfg, trainer.model, tokenizer, task)
             from transformers.trainer_callback import PrinterCallback
 
             trainer.remove_callback(PrinterCallback)  # the sweep shows its own progress
@@ -156,15 +159,29 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
     metrics = final_metrics(evals) if evals is not None and evals.evals and status != "failed" \
         else {}
     record = make_record(spec, status, error, wall, metrics, history.rows, evals, steps, cost,
-                         trainer.activity if trainer is not None else {})
+                         trainer.activity if trainer is not None else {},
+                         shaping_values(trainer.ablation_hooks) if trainer is not None else {})
     finish_run(wandb_run, metrics, status)
     return record, history.rows
+
+
+def shaping_hooks(cfg: dict, model, tokenizer, task) -> dict:
+    """The hooks in reward units. Reward tricks set as quantiles of the SFT policy's rewards
+    (task.shaping.scale=sft_quantiles, e.g. a reward model's scores) are measured here, on the
+    policy before its first step, from one sample on task.shaping.sample training prompts."""
+    hooks, shaping = cfg["hooks"], cfg["task"].get("shaping") or {}
+    if shaping.get("scale") != "sft_quantiles" or not shaping_values(hooks):
+        return hooks
+    tr = cfg["trainer"]
+    rewards = policy_rewards(task, model, tokenizer, tr["max_completion_length"],
+                             tr["temperature"], shaping["sample"])
+    return shaping_in_reward_units(hooks, rewards)
 
 
 def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
                 metrics: dict | None = None, rows: list[dict] | None = None,
                 evals: EvalCallback | None = None, steps: int = 0, cost: dict | None = None,
-                counts: dict | None = None) -> RunRecord:
+                counts: dict | None = None, values: dict | None = None) -> RunRecord:
     """The run's record from what training left (nothing, for a run that failed early)."""
     cfg, rows = spec.config, rows or []
     metrics = metrics or {}
@@ -181,7 +198,7 @@ def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
         cost={**cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
               "completions_per_step": completions_per_step(cfg),
               "groups_per_step": groups_per_step(cfg)},
-        activity=trick_activity(cfg, rows, counts or {}),
+        activity=trick_activity(cfg, rows, counts or {}, values or {}),
         versions=versions(), git_sha=git_sha(),
     )
 
@@ -243,7 +260,7 @@ def _fraction(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def trick_activity(cfg: dict, rows: list[dict], counts: dict) -> dict:
+def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | None = None) -> dict:
     """How much the arm's trick acted: the share of the units it could change that it did
     change (samples clipped, groups whose advantages the length penalty moved, samples
     dropped, steps whose gradient clipping differed from the baseline's). A trick that only
@@ -285,8 +302,16 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict) -> dict:
         acted.append(value if value is not None else 0.0)
         measures.append(what)
     best = max(range(len(acted)), key=acted.__getitem__)
-    return {"acted": acted[best], "measure": measures[best],
-            "details": {k: v for k, v in details.items() if v is not None}}
+    out = {"acted": acted[best], "measure": measures[best],
+           "details": {k: v for k, v in details.items() if v is not None}}
+    # The reward tricks' values in reward units (after any quantile measurement), for the
+    # arm's own keys: the report says which values were used.
+    own = {k: v for k, v in (values or {}).items()
+           if f"hooks.{k.removesuffix('_low').removesuffix('_high')}" in keys
+           or (k == "filter_threshold" and "hooks.filter_low_reward" in keys)}
+    if own:
+        out["values"] = own
+    return out
 
 
 @cache

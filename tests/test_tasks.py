@@ -139,6 +139,25 @@ def test_each_task_runs_end_to_end_on_the_tiny_policy(tmp_path, task, capsys):
     assert json.loads(path.read_text())["config"]["task"]["name"] == task
 
 
+@pytest.mark.slow
+def test_chat_reward_clip_is_set_in_quantiles_of_the_sft_policys_rewards(tmp_path, capsys):
+    """A reward model's scores have no fixed range: the clip bounds are measured on the SFT
+    policy (5% and 95% quantiles of its rewards), recorded, and shown in the report."""
+    args = ["sweep", "task=chat", "trick=baseline,reward_clip", "seed=0,1",
+            f"out_root={tmp_path}", "sweep_name=q", *SMALL]
+    assert cli.main(args) == 0
+    records = [read_record(p) for p in tmp_path.glob("q/runs/*/record.json")]
+    clipped = [r for r in records if r.arm == "reward_clip"]
+    assert len(clipped) == 2 and all(r.status == "completed" for r in clipped)
+    values = [r.activity["values"] for r in clipped]
+    assert values[0] == values[1]  # measured once per run with a fixed seed: the same for every seed
+    low, high = values[0]["reward_clip_low"], values[0]["reward_clip_high"]
+    assert low < high and (low, high) != (0.05, 0.95)  # reward units, not the quantile levels
+    assert 0.0 < clipped[0].activity["details"]["reward_clip_samples"] < 1.0  # it clipped the tails
+    report = (tmp_path / "q" / "report.md").read_text()
+    assert "values used" in report and f"reward_clip_low={low:.3f}" in report
+
+
 def test_model_scales_carry_the_scaled_recipe_and_64_groups_per_step():
     from grpo_ablate.config import completions_per_step
 

@@ -1,5 +1,6 @@
 """Each non-native trick changes the computation the way the review describes."""
 
+import pytest
 import torch
 
 from grpo_ablate.tricks import (
@@ -68,3 +69,51 @@ def test_ema_tracks_and_swaps_back():
     with ema.swapped_in(model):
         assert torch.allclose(model.weight, torch.full((1, 2), 0.5))
     assert torch.allclose(model.weight, torch.ones(1, 2))
+
+
+def test_quantile_set_reward_tricks_become_reward_units_of_the_sft_rewards():
+    from grpo_ablate.tricks import shaping_in_reward_units, shaping_values
+
+    rewards = [float(x) for x in range(-50, 51)]  # a reward model's scores: -50 .. 50
+    hooks = {"reward_clip": {"low": 0.05, "high": 0.95}, "length_penalty": 0.2,
+             "filter_low_reward": {"threshold": 0.25, "start": 0.0, "end": 0.2},
+             "global_adv_norm": False}
+    got = shaping_in_reward_units(hooks, rewards)
+    assert got["reward_clip"] == {"low": pytest.approx(-45.0), "high": pytest.approx(45.0)}
+    assert got["filter_low_reward"] == {"threshold": pytest.approx(-25.0), "start": 0.0, "end": 0.2}
+    assert got["length_penalty"] == pytest.approx(0.2 * 90.0)  # of the 5-95% spread
+    assert got["global_adv_norm"] is False and hooks["reward_clip"]["low"] == 0.05  # a copy
+    assert shaping_values(got) == {"reward_clip_low": pytest.approx(-45.0),
+                                   "reward_clip_high": pytest.approx(45.0),
+                                   "length_penalty": pytest.approx(18.0),
+                                   "filter_threshold": pytest.approx(-25.0)}
+    assert shaping_values({"reward_clip": None, "length_penalty": 0.0}) == {}
+
+
+def test_reward_tricks_take_each_tasks_reward_units():
+    from grpo_ablate.config import run_id, specs_for
+
+    def hooks(*overrides):
+        (spec,) = specs_for(list(overrides), multirun=False)
+        return spec.config["hooks"], spec
+
+    assert hooks("task=math", "trick=reward_clip")[0]["reward_clip"] == {"low": -0.5, "high": 1.0}
+    assert hooks("task=chat", "trick=reward_clip")[0]["reward_clip"] == {"low": 0.05, "high": 0.95}
+    assert hooks("task=code", "trick=length_penalty",
+                 "task.shaping.length_penalty=0.5")[0]["length_penalty"] == 0.5
+    assert hooks("trick=filter_low_reward_early",
+                 "task.shaping.filter_threshold=0.5")[0]["filter_low_reward"]["threshold"] == 0.5
+    # In reward units the values reach the run's identity through hooks only.
+    _, spec = hooks("trick=reward_clip")
+    bare = {**spec.config, "task": {k: v for k, v in spec.config["task"].items() if k != "shaping"}}
+    assert run_id(bare) == spec.run_id
+    _, other = hooks("trick=reward_clip", "task.shaping.clip.high=2.0")
+    assert other.run_id != spec.run_id
+
+
+def test_a_quantile_outside_0_1_is_one_clear_error():
+    from grpo_ablate.config import specs_for
+    from grpo_ablate.errors import UserError
+
+    with pytest.raises(UserError, match=r"hooks.reward_clip.high=1.5: task.shaping.scale=sft_quantiles"):
+        specs_for(["task=chat", "trick=reward_clip", "task.shaping.clip.high=1.5"], multirun=False)

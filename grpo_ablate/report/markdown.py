@@ -150,10 +150,15 @@ def _activity(st: dict) -> list[str]:
     if not acts:
         return []
     out = ["", "## How much each trick acted", "",
-           "| arm | acted | what was counted | details |", "|---|---|---|---|"]
+           "Values used: a reward trick's settings in the task's reward units, as the trainer "
+           "applied them (measured on the SFT policy's rewards when the task sets them as "
+           "quantiles, `task.shaping.scale=sft_quantiles`).", "",
+           "| arm | acted | what was counted | details | values used |", "|---|---|---|---|---|"]
     for arm, act in acts:
         details = ", ".join(f"{k}={_f(v)}" for k, v in sorted(act["details"].items()))
-        out.append(f"| {arm} | {act['acted']:.1%} | {act['measure'] or '-'} | {details or '-'} |")
+        values = ", ".join(f"{k}={_f(v)}" for k, v in sorted((act.get("values") or {}).items()))
+        out.append(f"| {arm} | {act['acted']:.1%} | {act['measure'] or '-'} | {details or '-'} "
+                   f"| {values or '-'} |")
     return out
 
 

@@ -260,6 +260,7 @@ def activity(st: Stratum) -> dict[str, dict]:
     groups = dict(iter(sub.groupby("arm", sort=False)))
     base_keys = set(groups[st.baseline]["config_key"].dropna())
     detail_cols = [c for c in sub.columns if c.startswith("activity/")]
+    value_cols = [c for c in sub.columns if c.startswith("values/")]
     out: dict[str, dict] = {}
     for arm in st.arms:
         rows = groups[arm]
@@ -271,10 +272,16 @@ def activity(st: Stratum) -> dict[str, dict]:
         elif len(acted):
             means = rows[detail_cols].mean()
             measure = rows["activity_measure"].dropna()
+            values = rows[value_cols].mean()
             out[arm] = {"acted": float(acted.mean()),
                         "measure": measure.iloc[0] if len(measure) else None,
                         "details": {c.split("/", 1)[1]: _clean(v) for c, v in means.items()
                                     if not math.isnan(v)}}
+            # The values the trick used, in reward units (the mean over seeds: one value
+            # unless they were measured per run).
+            used = {c.split("/", 1)[1]: _clean(v) for c, v in values.items() if not math.isnan(v)}
+            if used:
+                out[arm]["values"] = used
     return out
 
 

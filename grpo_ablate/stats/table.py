@@ -54,6 +54,7 @@ def records_table(records) -> pd.DataFrame:
         row["activity"] = act.get("acted", math.nan)
         row["activity_measure"] = act.get("measure")
         row.update({f"activity/{k}": v for k, v in (act.get("details") or {}).items()})
+        row.update({f"values/{k}": v for k, v in (act.get("values") or {}).items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -178,4 +179,4 @@ def metric_columns(df: pd.DataFrame) -> list[str]:
                               "recipe_departures",
                               "wall_seconds", "activity", "activity_measure"}
     return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])
-            and not c.startswith(("budget/", "activity/"))]
+            and not c.startswith(("budget/", "activity/", "values/"))]

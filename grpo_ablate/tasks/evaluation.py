@@ -70,3 +70,23 @@ def _generate(model, tokenizer, texts: list[str], max_new_tokens: int,
                              pad_token_id=tokenizer.pad_token_id, **kwargs)
         out += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     return out
+
+
+def policy_rewards(task, model, tokenizer, max_new_tokens: int, temperature: float, n: int,
+                   seed: int = 0) -> list[float]:
+    """The task reward of one sampled completion for each of the first `n` training prompts:
+    the policy's reward distribution (reward tricks set as its quantiles are measured on the
+    SFT policy, once per run with a fixed seed, so every arm and seed gets the same values)."""
+    rows = task.train_rows()[:n]
+    texts = [r["prompt"] if isinstance(r["prompt"], str) else
+             tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
+             for r in rows]
+    was_training = model.training
+    model.eval()
+    try:
+        with isolated_rng(seed), torch.no_grad():
+            completions = generate(model, tokenizer, texts, max_new_tokens, temperature)
+    finally:
+        model.train(was_training)
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    return [float(x) for x in task.reward(completions, **columns)]

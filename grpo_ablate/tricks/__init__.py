@@ -13,10 +13,16 @@ from grpo_ablate.tricks.advantages import (
     low_reward_keep_mask,
 )
 from grpo_ablate.tricks.ema import WeightEMA
-from grpo_ablate.tricks.reward_shaping import apply_length_penalty, apply_reward_clip, shape_rewards
+from grpo_ablate.tricks.reward_shaping import (
+    apply_length_penalty,
+    apply_reward_clip,
+    shape_rewards,
+    shaping_in_reward_units,
+    shaping_values,
+)
 
 __all__ = [
     "WeightEMA", "apply_global_adv_norm", "apply_length_penalty", "apply_reward_clip",
     "filter_active", "global_adv_norm_share", "kept_loss_scale", "low_reward_keep_mask",
-    "shape_rewards",
+    "shape_rewards", "shaping_in_reward_units", "shaping_values",
 ]
