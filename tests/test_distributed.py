@@ -108,6 +108,7 @@ def launch_probe(tmp_path) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_two_processes_compute_the_tricks_over_the_whole_batch(tmp_path):
     got = launch_probe(tmp_path)
     assert got["world"] == 2

@@ -112,6 +112,7 @@ def listener():
     server.close()
 
 
+@pytest.mark.slow  # 15 programs, most of them running to the timeout
 def test_adversarial_programs_score_zero_and_leave_nothing_behind(tmp_path, listener,
                                                                   monkeypatch):
     if isolation_available() != "bwrap":
