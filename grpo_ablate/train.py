@@ -35,7 +35,7 @@ from grpo_ablate.diagnostics import diagnose, length_growth
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.store import RunRecord
 from grpo_ablate.tasks import get_task
-from grpo_ablate.tasks.evaluation import policy_rewards
+from grpo_ablate.tasks.evaluation import generation_backend, policy_rewards
 from grpo_ablate.tricks import shaping_in_reward_units, shaping_values
 from grpo_ablate.wandb_logger import WandbHistoryCallback, finish_run, log_eval, start_run
 
@@ -140,11 +140,13 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
         with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
             trainer = build_trainer(spec, model_path, tokenizer, task, tmp, callbacks, cost,
                                     wandb_run)
-            trainer.ablation_hooks = shaping_hooks(cfg, trainer.model, tokenizer, task)
             from transformers.trainer_callback import PrinterCallback
 
             trainer.remove_callback(PrinterCallback)  # the sweep shows its own progress
-            trainer.train()
+            # With vLLM on, held-out evaluations generate on the same engine as training.
+            with generation_backend(trainer.vllm_texts if tr["use_vllm"] else None):
+                trainer.ablation_hooks = shaping_hooks(cfg, trainer.model, tokenizer, task)
+                trainer.train()
             steps = trainer.state.global_step
             cost = sum_over_processes(cost)  # each process counted its own completions
         if guard.reason:

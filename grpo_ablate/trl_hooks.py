@@ -39,13 +39,26 @@ HOOKED = {
     "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
     "_generate_and_score_completions": ["self", "inputs"],
 }
+# What the held-out evaluation sets on TRL's vLLM engine (trl.generation.VLLMGeneration) for
+# its own sampling, and puts back after.
+VLLM_SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                 "max_completion_length", "generation_kwargs")
 # Loss types that average per sequence over the batch: a filtered-out sequence would still
 # count in that average, so the loss is rescaled to average over the kept ones.
 PER_SEQUENCE_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")
 
 
 def check_trl_compat() -> None:
-    """Fail loudly if the GRPOTrainer internals this module overrides have moved."""
+    """Fail loudly if the GRPOTrainer internals this module overrides or reads have moved."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    engine_init = inspect.getsource(VLLMGeneration.__init__)
+    moved = [a for a in VLLM_SAMPLING if f"self.{a} =" not in engine_init]
+    if moved or list(inspect.signature(VLLMGeneration.generate).parameters)[:4] != \
+            ["self", "prompts", "images", "num_generations"] \
+            or "_last_loaded_step" not in inspect.getsource(GRPOTrainer._generate_single_turn):
+        raise RuntimeError(f"trl's VLLMGeneration or its weight sync changed ({moved or 'generate'})"
+                           ": re-check AblationGRPOTrainer.vllm_texts in grpo_ablate/trl_hooks.py")
     for name, params in HOOKED.items():
         method = getattr(GRPOTrainer, name, None)
         if method is None:
@@ -165,6 +178,27 @@ class AblationGRPOTrainer(GRPOTrainer):
         if at is not None and self.state.global_step + 1 >= at:
             loss = loss * float("nan")
         return loss
+
+    # -- held-out evaluation on the engine training generates with (trainer.use_vllm) -----
+    def vllm_texts(self, texts: list[str], max_new_tokens: int,
+                   temperature: float | None) -> list[str]:
+        """Completions of `texts` from TRL's vLLM engine, for the weights now in self.model
+        (the EMA weights while they are swapped in): pushed to the engine first, and marked
+        stale after, so the next training generation pushes the training weights back."""
+        engine = self.vllm_generation
+        saved = {name: getattr(engine, name) for name in VLLM_SAMPLING}
+        engine.sync_weights()
+        engine.temperature = 0.0 if temperature is None else temperature  # 0: greedy in vLLM
+        engine.top_p, engine.top_k, engine.min_p, engine.repetition_penalty = 1.0, 0, 0.0, 1.0
+        engine.max_completion_length, engine.generation_kwargs = max_new_tokens, {}
+        try:
+            ids = [self.processing_class(t)["input_ids"] for t in texts]
+            _, completion_ids, _, _ = engine.generate(prompts=ids, images=None, num_generations=1)
+        finally:
+            for name, value in saved.items():
+                setattr(engine, name, value)
+            self._last_loaded_step = -1
+        return self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         at = self.faults.get("kl_blowup_at_step")

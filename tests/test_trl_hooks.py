@@ -179,3 +179,53 @@ def test_cosine_schedule_decays_the_lr(tiny_policy):
     trainer, _ = run_trainer(tiny_policy, ["trick=lr_cosine"], steps=4)
     lrs = [h["learning_rate"] for h in trainer.state.log_history if "learning_rate" in h]
     assert lrs[0] > lrs[-1] and not math.isclose(lrs[0], lrs[-1])
+
+
+class FakeVLLMEngine:
+    """Stands in for TRL's VLLMGeneration, which needs vLLM on a CUDA device (neither exists
+    here): it records when weights were pushed and what sampling each generate call saw, and
+    answers each prompt with its own tokens reversed. tests/test_gpu.py runs the real one."""
+
+    def __init__(self):
+        self.temperature, self.top_p, self.top_k, self.min_p = 1.0, 0.95, 0, None
+        self.repetition_penalty, self.max_completion_length = 1.0, 1024
+        self.generation_kwargs = {"seed": 1}
+        self.calls: list = []
+
+    def sync_weights(self):
+        self.calls.append("sync")
+
+    def generate(self, prompts, images, num_generations, profiler=None):
+        self.calls.append(("generate", self.temperature, self.top_p, self.top_k,
+                           self.max_completion_length, dict(self.generation_kwargs)))
+        return prompts, [p[::-1] for p in prompts], None, None
+
+
+def test_held_out_evaluation_generates_on_the_vllm_engine_with_its_own_sampling():
+    from types import SimpleNamespace
+
+    from grpo_ablate.policy import build_tokenizer
+    from grpo_ablate.tasks.evaluation import generate, generation_backend
+    from grpo_ablate.trl_hooks import AblationGRPOTrainer
+
+    engine = FakeVLLMEngine()
+    trainer = SimpleNamespace(vllm_generation=engine, _last_loaded_step=7,
+                              processing_class=build_tokenizer(list("0123456789+=")))
+
+    def backend(texts, max_new_tokens, temperature):
+        return AblationGRPOTrainer.vllm_texts(trainer, texts, max_new_tokens, temperature)
+
+    with generation_backend(backend):
+        greedy = generate(None, None, ["12+3=", "4+5="], 6, None)
+        sampled = generate(None, None, ["12+3="], 6, 0.7)
+    assert greedy == ["=3+21", "=5+4"] and sampled == ["=3+21"]  # each prompt's own answer
+    sync, first, _, second = engine.calls
+    assert sync == "sync"  # the weights now in the model are pushed before it generates
+    assert first == ("generate", 0.0, 1.0, 0, 6, {})   # greedy, no top-p/top-k, eval length
+    assert second == ("generate", 0.7, 1.0, 0, 6, {})
+    assert (engine.temperature, engine.top_p, engine.max_completion_length,
+            engine.generation_kwargs) == (1.0, 0.95, 1024, {"seed": 1})  # training's, restored
+    assert trainer._last_loaded_step == -1  # training pushes its own weights before it generates
+    from grpo_ablate.tasks import evaluation
+
+    assert evaluation._BACKEND.get() is None  # outside the block: the model's own generate

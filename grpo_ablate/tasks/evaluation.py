@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 
@@ -20,6 +21,21 @@ def isolated_rng(seed: int) -> Iterator[None]:
 
 
 EVAL_BATCH = 64  # prompts per generate() call in a held-out evaluation
+
+# The generation backend of a run that trains with vLLM (trainer.use_vllm): (texts,
+# max_new_tokens, temperature or None for greedy) -> completions. None: the model's generate.
+Backend = Callable[[list[str], int, "float | None"], list[str]]
+_BACKEND: ContextVar[Backend | None] = ContextVar("generation_backend", default=None)
+
+
+@contextmanager
+def generation_backend(backend: Backend | None) -> Iterator[None]:
+    """Evaluate with `backend` (the engine training generates with) inside this block."""
+    token = _BACKEND.set(backend)
+    try:
+        yield
+    finally:
+        _BACKEND.reset(token)
 
 
 def generate(model, tokenizer, texts: list[str], max_new_tokens: int,
@@ -55,6 +71,9 @@ def process_group() -> tuple[int, int]:
 
 def _generate(model, tokenizer, texts: list[str], max_new_tokens: int,
               temperature: float | None, batch: int, synced: bool = False) -> list[str]:
+    backend = _BACKEND.get()
+    if backend is not None:  # vLLM batches and schedules the whole share itself
+        return backend(texts, max_new_tokens, temperature) if texts else []
     out: list[str] = []
     kwargs = dict(do_sample=False) if temperature is None else dict(
         do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
