@@ -360,6 +360,14 @@ def _check_launch(data: dict) -> None:
     if gpus is not None and gpus < procs:
         raise UserError(f"launch.gpus_per_job={gpus}: fewer GPUs than launch.processes={procs}; "
                         "allowed: at least one GPU per process, or null")
+    if not tr["use_cpu"]:
+        from grpo_ablate.distributed import gpus_for, visible_gpus
+
+        visible = visible_gpus()
+        if gpus_for(data) > len(visible):
+            raise UserError(f"launch: a run needs {gpus_for(data)} GPUs (launch.processes={procs}, "
+                            f"launch.gpus_per_job={gpus}) and {len(visible)} are visible; "
+                            f"allowed: at most {len(visible)}")
     if procs == 1 or engine == "ddp":
         return
     if tr["use_cpu"]:

@@ -61,6 +61,18 @@ def test_bad_launch_settings_are_one_clear_error(overrides, message):
         specs_for(overrides, multirun=False)
 
 
+def test_a_run_that_needs_more_gpus_than_are_visible_is_refused_before_training(monkeypatch):
+    # No GPU exists here: CUDA_VISIBLE_DEVICES lists the ones a GPU node would show.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    gpu = ["trainer.use_cpu=false"]
+    (spec,) = specs_for([*gpu, "launch.processes=2"], multirun=False)
+    assert spec.config["launch"]["processes"] == 2
+    with pytest.raises(UserError, match="a run needs 4 GPUs .* and 2 are visible"):
+        specs_for([*gpu, "launch.processes=4"], multirun=False)
+    with pytest.raises(UserError, match="a run needs 3 GPUs"):
+        specs_for([*gpu, "launch.gpus_per_job=3"], multirun=False)
+
+
 def test_every_shipped_accelerate_config_is_one_the_launcher_reads():
     from accelerate.commands.config.config_args import load_config_from_file
 
