@@ -2,8 +2,10 @@
 # A one-machine Slurm cluster for the `slurm` tests (and for trying `launcher=slurm`):
 # installs Debian's slurm-wlm, munge, slurmdbd and MariaDB if missing, writes a minimal
 # slurm.conf (root, proctrack/linuxproc, select/cons_tres with memory per CPU so jobs share
-# the node) and slurmdbd.conf (accounting: without it sacct fails and submitit cannot see a
-# cancelled job end), and starts munged, MariaDB, slurmdbd, slurmctld and slurmd.
+# the node; KillWait=2: a cancelled job gets SIGKILL 2 s after SIGTERM, which submitit's jobs
+# ignore, instead of Slurm's default 30 s) and slurmdbd.conf (accounting: without it sacct
+# fails and submitit cannot see a cancelled job end), and starts munged, MariaDB, slurmdbd,
+# slurmctld and slurmd.
 #
 #   sudo bash scripts/slurm_local.sh        # idempotent: exits 0 at once when Slurm answers
 #
@@ -77,6 +79,7 @@ SchedulerType=sched/builtin
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=2048
+KillWait=2
 ReturnToService=2
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/spool
