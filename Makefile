@@ -23,9 +23,7 @@ test: $(STAMP)
 	.venv/bin/ruff check grpo_ablate hydra_plugins tests scripts
 	@if [ "$${SLURM:-1}" = 1 ]; then bash scripts/slurm_local.sh \
 	    || echo "make test: no Slurm on this machine (see above): the slurm tests will be skipped"; fi
-	# Two pytest workers: most slow tests wait on subprocesses, Slurm or timeouts (tests that
-	# run sandboxes share one worker: tests/test_sandbox.py).
-	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q -n 2 --dist loadgroup
+	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q
 
 lint: $(STAMP)
 	.venv/bin/ruff check .

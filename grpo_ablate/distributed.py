@@ -98,11 +98,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def threads_per_process(processes: int) -> int:
+    """Each of a run's processes gets its share of the cores the run was given (a parallel
+    launcher's worker share, GRPO_ABLATE_THREADS, or the machine's)."""
+    return max(1, int(os.environ.get("GRPO_ABLATE_THREADS") or os.cpu_count() or 1) // processes)
+
+
 def launch_command(config: dict, spec_file: Path, work: Path) -> list[str]:
     """`accelerate launch` with the shipped config, N processes, this module as the script."""
     launch = config["launch"]
     procs = launch["processes"]
-    threads = max(1, int(os.environ.get("GRPO_ABLATE_THREADS") or os.cpu_count() or 1) // procs)
+    threads = threads_per_process(procs)
     return [sys.executable, "-m", "accelerate.commands.launch",
             "--config_file", str(ACCELERATE_DIR / f"{launch['accelerate']}.yaml"),
             "--num_processes", str(procs), "--num_machines", "1",
@@ -131,9 +137,7 @@ def train_in_processes(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(
                     stack.enter_context(reserve_gpus(gpus, visible_gpus())))
-            threads = max(1, int(env.get("GRPO_ABLATE_THREADS") or os.cpu_count() or 1)
-                          // cfg["launch"]["processes"])
-            env["GRPO_ABLATE_THREADS"] = str(threads)
+            env["GRPO_ABLATE_THREADS"] = str(threads_per_process(cfg["launch"]["processes"]))
             with open(work / LOG, "wb") as log:
                 code = subprocess.run(launch_command(cfg, spec_file, work), env=env,
                                       stdout=log, stderr=subprocess.STDOUT).returncode

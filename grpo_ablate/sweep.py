@@ -26,6 +26,17 @@ from grpo_ablate.store import (
     write_record,
 )
 
+_SAY = threading.Lock()
+
+
+def say(line: str, stream=None) -> None:
+    """One whole line to stderr: the progress watcher (a thread) and the runs print at once,
+    and print() writes the text and its newline separately, so lines could interleave."""
+    with _SAY:
+        out = stream or sys.stderr
+        out.write(line + "\n")
+        out.flush()
+
 
 def execute(spec: RunSpec) -> str:
     """Run one spec to a record. Returns what happened: trained, skipped, or busy."""
@@ -43,8 +54,7 @@ def execute(spec: RunSpec) -> str:
         from grpo_ablate.distributed import needs_processes, train_in_processes
         from grpo_ablate.train import train_one
 
-        print(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})", file=sys.stderr,
-              flush=True)
+        say(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})")
         train = train_in_processes if needs_processes(spec.config) else train_one
         record, history = train(spec)
         write_record(run_dir, record, history)
@@ -112,8 +122,8 @@ class Progress:
         done, total, width = len(self.seen), len(self.specs), 24
         filled = int(width * done / max(1, total))
         bar = "#" * filled + "-" * (width - filled)
-        print(f"[{bar}] {done}/{total} runs | arm={spec.arm} seed={spec.seed} {state} | "
-              f"ETA {self.eta(done)}", file=self.stream or sys.stderr, flush=True)
+        say(f"[{bar}] {done}/{total} runs | arm={spec.arm} seed={spec.seed} {state} | "
+            f"ETA {self.eta(done)}", self.stream)
 
 
 @contextmanager

@@ -13,9 +13,6 @@ import pytest
 from grpo_ablate.errors import UserError
 from grpo_ablate.sandbox import Limits, SandboxResult, isolation_available, run, run_many
 
-# With pytest-xdist, every test that runs sandboxes shares one worker: the adversarial test
-# checks that no sandbox process is left anywhere on the machine.
-pytestmark = pytest.mark.xdist_group("sandbox")
 SECRET = "grpo-ablate-test-secret-7f3a"
 SOLVE = "assert solve(2) == 4\n"
 TIMEOUT = 2.0

@@ -61,7 +61,6 @@ def test_math_gold_presets_and_format_reward():
     assert boxed.gold({"question": "q", "answer": "so \\boxed{\\frac{3}{4}}."}) == "\\frac{3}{4}"
 
 
-@pytest.mark.xdist_group("sandbox")  # see tests/test_sandbox.py
 def test_code_task_rewards_the_fraction_of_tests_passed_in_the_sandbox():
     (spec,) = specs_for(["task=code"], multirun=False)
     task = get_task(spec.config["task"])
@@ -127,8 +126,7 @@ def test_an_empty_data_file_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["math", pytest.param("code", marks=pytest.mark.xdist_group("sandbox")),
-                                  "chat"])
+@pytest.mark.parametrize("task", ["math", "code", "chat"])
 def test_each_task_runs_end_to_end_on_the_tiny_policy(tmp_path, task, capsys):
     assert cli.main(["run", f"task={task}", f"out_root={tmp_path}", *SMALL]) == 0
     (path,) = tmp_path.glob("adhoc/runs/*/record.json")
