@@ -1,17 +1,24 @@
-"""An adaptive sweep's plan and its next rung, from the records on disk.
+"""An adaptive sweep: its plan, its next rung from the records on disk, and the loop that
+runs the rungs.
 
 The plan (rungs, boundaries, alpha spent per look, the arms) is written to the sweep folder
 before the first run and cannot change afterwards: a ladder redesigned after looking at
 results would void its error rates. Which runs come next is recomputed from the records
 every time (`next_rung`), never held in memory, so a killed sweep resumes like any other,
 under any launcher: each rung is one Hydra multirun of the open arms x the rung's seeds.
+`run_ladder` is that loop; `grpo-ablate sweep` drives it with one Hydra call per rung, and a
+plain Hydra app (`python -m grpo_ablate.app -m adaptive.enabled=true`) through its sweeper
+(hydra_plugins/grpo_ablate_ladder), which launches each rung on the configured launcher.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.stats.sequential import Design
@@ -114,3 +121,55 @@ def next_rung(sweep_dir: Path, design: Design, strata: list[tuple[str, str]],
         len(strata) == 1 else set()
     seeds = tuple(s for s in range(n) if any((a, s) not in have for a in arms))
     return Rung(look, arms, seeds)
+
+
+def swept_key(override: str) -> str:
+    """The config key an override sets (`+trick=a,b` -> trick)."""
+    return override.split("=")[0].lstrip("+~")
+
+
+def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], list],
+               launch: Callable[[list[str]], Any]) -> int:
+    """Run an adaptive sweep to its end. `specs` are every job the sweep names (their arms,
+    strata and folder), `fixed` its overrides other than trick and seed; `compose` turns
+    overrides into the RunSpecs they launch and `launch` runs them (a Hydra multirun).
+    Returns 0, or 1 when a rung's runs left no record (held by another sweep, or killed)."""
+    from grpo_ablate import sweep
+
+    arms = list(dict.fromkeys(s.arm for s in specs))
+    if BASELINE not in arms or len(arms) < 2:
+        raise UserError(f"adaptive=true: the sweep's arms are {', '.join(arms)}; allowed: the "
+                        "baseline and at least one trick")
+    if len({str(s.sweep_dir) for s in specs}) > 1:
+        raise UserError("adaptive=true: the sweep writes to several folders; allowed: one "
+                        "sweep_dir per adaptive sweep (its plan lives there)")
+    arms.remove(BASELINE)
+    design = design_from_config(specs[0].config["adaptive"], arms)
+    sweep_dir = specs[0].sweep_dir
+    strata = sorted({(s.config["model"]["name"], s.config["task"]["name"]) for s in specs})
+    plan = write_plan(sweep_dir, design)
+    sweep.say(f"adaptive: {len(arms)} arms, rungs {' -> '.join(map(str, design.rungs))} seeds, "
+              f"alpha {design.alpha} on {design.metric}; boundary p per look at alpha/arms: "
+              + ", ".join(f"{r['p_boundary']:.2g}" for r in plan["looks"])
+              + f" (plan: {sweep_dir / PLAN_NAME})")
+    t0, trained, last = time.perf_counter(), 0, None
+    while (rung := next_rung(sweep_dir, design, strata)) is not None:
+        if rung == last:  # the launcher ran, yet the runs left no record
+            sweep.say(f"grpo-ablate: adaptive look {rung.look + 1}: runs of "
+                      f"{', '.join(rung.arms)} on seeds {list(rung.seeds)} left no record (held "
+                      "by another sweep, or killed); run the same command again to resume")
+            return 1
+        overrides = [*fixed, *rung.overrides()]
+        rung_specs = compose(overrides)
+        todo, reused = sweep.plan(rung_specs)
+        sweep.say(f"adaptive look {rung.look + 1}/{len(design.rungs)}: {len(rung.arms) - 1} "
+                  f"open arms + baseline, seeds < {design.rungs[rung.look]}: {len(todo)} to "
+                  "train" + (f", {reused} reused from the run cache" if reused else ""))
+        if todo:
+            with sweep.progress_from_disk(rung_specs):
+                launch(overrides)
+        trained += len(todo)
+        last = rung
+    sweep.say(f"adaptive sweep finished in {time.perf_counter() - t0:.0f}s ({trained} runs "
+              "trained this time)")
+    return 0

@@ -193,48 +193,15 @@ def _reports(sweep_dirs: list[str], report_args: list[str] | None) -> int:
 
 def _adaptive(line: HydraLine, overrides: list[str], specs: list) -> int:
     """An adaptive sweep: one Hydra multirun per rung (any launcher), the open arms x the
-    rung's seeds, until every arm is settled. The next rung is recomputed from the records
-    on disk each time, so a killed sweep resumes where it stopped."""
-    from grpo_ablate import adaptive, sweep
+    rung's seeds, until every arm is settled (grpo_ablate.adaptive.run_ladder)."""
+    from grpo_ablate.adaptive import run_ladder, swept_key
     from grpo_ablate.config import specs_for
 
-    arms = list(dict.fromkeys(s.arm for s in specs))
-    if adaptive.BASELINE not in arms or len(arms) < 2:
-        raise UserError(f"adaptive=true: the sweep's arms are {', '.join(arms)}; allowed: the "
-                        "baseline and at least one trick")
-    if len({str(s.sweep_dir) for s in specs}) > 1:
-        raise UserError("adaptive=true: the sweep writes to several folders; allowed: one "
-                        "sweep_dir per adaptive sweep (its plan lives there)")
-    arms.remove(adaptive.BASELINE)
-    design = adaptive.design_from_config(specs[0].config["adaptive"], arms)
-    sweep_dir = specs[0].sweep_dir
-    strata = sorted({(s.config["model"]["name"], s.config["task"]["name"]) for s in specs})
-    plan = adaptive.write_plan(sweep_dir, design)
-    print(f"adaptive: {len(arms)} arms, rungs {' -> '.join(map(str, design.rungs))} seeds, "
-          f"alpha {design.alpha} on {design.metric}; boundary p per look at alpha/arms: "
-          + ", ".join(f"{r['p_boundary']:.2g}" for r in plan["looks"])
-          + f" (plan: {sweep_dir / adaptive.PLAN_NAME})", file=sys.stderr)
-    fixed = [o for o in overrides if o.split("=")[0].lstrip("+") not in ("trick", "seed")]
-    t0, trained, last = time.perf_counter(), 0, None
-    while (rung := adaptive.next_rung(sweep_dir, design, strata)) is not None:
-        if rung == last:  # the launcher ran, yet the runs left no record
-            print(f"grpo-ablate: adaptive look {rung.look + 1}: runs of {', '.join(rung.arms)} "
-                  f"on seeds {list(rung.seeds)} left no record (held by another sweep, or "
-                  "killed); run the same command again to resume", file=sys.stderr)
-            return 1
-        rung_specs = specs_for([*line.search_overrides, *fixed, *rung.overrides()], multirun=True)
-        todo, reused = sweep.plan(rung_specs)
-        print(f"adaptive look {rung.look + 1}/{len(design.rungs)}: {len(rung.arms) - 1} open "
-              f"arms + baseline, seeds < {design.rungs[rung.look]}: {len(todo)} to train"
-              + (f", {reused} reused from the run cache" if reused else ""), file=sys.stderr)
-        if todo:
-            with sweep.progress_from_disk(rung_specs):
-                _hydra([*line.flags(), *fixed, *rung.overrides()], multirun=True)
-        trained += len(todo)
-        last = rung
-    print(f"adaptive sweep finished in {time.perf_counter() - t0:.0f}s ({trained} runs trained "
-          "this time)", file=sys.stderr)
-    return 0
+    fixed = [o for o in overrides if swept_key(o) not in ("trick", "seed")]
+    return run_ladder(
+        specs, fixed,
+        compose=lambda rung: specs_for([*line.search_overrides, *rung], multirun=True),
+        launch=lambda rung: _hydra([*line.flags(), *rung], multirun=True))
 
 
 def cmd_report(args: list[str]) -> int:

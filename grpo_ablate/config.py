@@ -223,8 +223,14 @@ def _fmt(value: Any) -> str:
 
 
 def _check_keys(node: Any, schema: Any, prefix: str) -> None:
-    if schema is _LEAF or not isinstance(node, dict):
+    if schema is _LEAF or node is None:
         return
+    if not isinstance(node, dict):  # e.g. `adaptive=true` replaced the whole block
+        name = prefix.rstrip(".")
+        keys = "a trl.GRPOConfig field" if schema == "GRPOConfig" else \
+            "one of " + ", ".join(sorted(schema))
+        raise UserError(f"{name}={_fmt(node)}: {name} is a block of keys, not a value; "
+                        f"allowed: {name}.<key>=<value>, <key> {keys}")
     allowed = grpo_config_fields() if schema == "GRPOConfig" else set(schema)
     for key, value in node.items():
         full = f"{prefix}{key}"

@@ -174,7 +174,8 @@ def test_bad_adaptive_input_is_one_line_exit_2(tmp_path, capsys, args, message):
 
 # ---------------------------------------------------------------------------- end to end
 ADAPTIVE = ["sweep=smoke", "trick=baseline,no_kl,lr_cosine", "adaptive=true",
-            "adaptive.rungs=[2,3]", "trainer.max_steps=3", "eval.every_steps=0", "run_cache=null"]
+            "adaptive.rungs=[2,3]", "adaptive.futility=0.0",  # no futility stop: two looks
+            "trainer.max_steps=3", "eval.every_steps=0", "run_cache=null"]
 
 
 def adaptive_sweep(out: Path, *extra: str, pause: str | None = None,
@@ -224,10 +225,15 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy):
     assert {p: p.read_bytes() for p in done_before} == done_before  # not re-trained
     # A different plan for the same folder is refused, nothing trained.
     assert cli.main(["sweep", *ADAPTIVE, f"out_root={out}", "adaptive.rungs=[2,4]"]) == 2
-    # The same sweep, never killed, under Hydra's joblib launcher: the same decisions.
-    clean = adaptive_sweep(tmp_path / "clean", "launcher=joblib")
-    _, err = clean.communicate(timeout=900)
-    assert clean.returncode == 0, err[-2000:]
+    # The same sweep, never killed, as a plain Hydra app (its sweeper runs the ladder) under
+    # Hydra's joblib launcher: the same plan, the same looks, the same decisions.
+    hydra_args = [a.replace("adaptive=true", "adaptive.enabled=true") for a in ADAPTIVE]
+    env = {k: v for k, v in ENV.items() if k != "GRPO_ABLATE_REPORTS"}  # not driven by the CLI
+    clean = subprocess.run([sys.executable, "-m", "grpo_ablate.app", "-m", *hydra_args,
+                            "launcher=joblib", f"out_root={tmp_path / 'clean'}"], env=env,
+                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    assert "adaptive look 2/2" in clean.stderr and "# grpo-ablate report" in clean.stdout
     assert adaptive_part(sweep) == adaptive_part(tmp_path / "clean" / "smoke")
     part = adaptive_part(sweep)
     runs = len(list(sweep.glob("runs/*/record.json")))

@@ -122,6 +122,8 @@ BAD = [
     (["run", "trainer.betta=0.1"], "trainer.betta=0.1: unknown key; did you mean trainer.beta?"),
     (["run", "+trainer.betta=0.1"], "trainer.betta=0.1: unknown key; did you mean trainer.beta?"),
     (["run", "trainer.beta=-0.04"], "trainer.beta=-0.04: must be a number >= 0"),
+    (["run", "eval=3"], "eval=3: eval is a block of keys, not a value; allowed: eval.<key>"),
+    (["run", "trainer=5"], "trainer=5: trainer is a block of keys, not a value"),
     (["run", "trick=group_4", "trainer.num_generations=1"],
      "trainer.num_generations=1: must be an integer >= 2"),
     (["run", "trainer.per_device_train_batch_size=24"],

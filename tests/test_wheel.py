@@ -43,7 +43,9 @@ def test_wheel_holds_configs_sweeps_and_py_typed(installed):
     assert {"grpo_ablate/py.typed", "grpo_ablate/conf/config.yaml",
             "grpo_ablate/conf/trick/no_kl.yaml", "grpo_ablate/sweeps/demo.yaml",
             "grpo_ablate/conf/hydra/hydra_logging/quiet.yaml",
-            "grpo_ablate/conf/launcher/joblib.yaml"} <= names
+            "grpo_ablate/conf/launcher/joblib.yaml", "grpo_ablate/conf/hydra/sweeper/ladder.yaml",
+            "hydra_plugins/grpo_ablate_ladder/__init__.py",
+            "hydra_plugins/grpo_ablate_slurm/__init__.py"} <= names
     assert len([n for n in names if n.startswith("grpo_ablate/conf/trick/")]) == 25
     assert {f"grpo_ablate/tasks/fixtures/{t}_{s}.jsonl" for t in ("math", "code", "chat")
             for s in ("train", "test")} <= names
@@ -62,8 +64,9 @@ def test_installed_cli_works_from_an_unrelated_folder(installed, tmp_path, tiny_
     for task in ("math", "code", "chat"):  # the shipped fixtures are found and validated
         shown = cli(venv, "run", "--cfg", "job", f"task={task}", cwd=tmp_path)
         assert shown.returncode == 0 and f"name: {task}" in shown.stdout, shown.stderr
-    run = cli(venv, "run", "trainer.max_steps=1", "eval.every_steps=0", f"out_root={tmp_path}/o",
-              cwd=tmp_path)
+    # A multirun: every sweep goes through the packaged sweeper plugin (hydra/sweeper=ladder).
+    run = cli(venv, "run", "-m", "trainer.max_steps=1", "eval.every_steps=0",
+              f"out_root={tmp_path}/o", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     (record,) = (tmp_path / "o" / "adhoc" / "runs").glob("*/record.json")
     data = json.loads(record.read_text())
