@@ -123,6 +123,23 @@ def next_rung(sweep_dir: Path, design: Design, strata: list[tuple[str, str]],
     return Rung(look, arms, seeds)
 
 
+def failed_runs(sweep_dir: Path, design: Design, pending: Rung | None) -> dict[str, list[int]]:
+    """Seeds per arm whose record says failed (a crash, a Slurm job cancelled), outside the
+    rung about to run: a look counts them as missing, so they are retried once per command,
+    as a fixed sweep retries its failed runs, and the looks are replayed with them."""
+    if not any(Path(sweep_dir).glob("runs/*/record.json")):
+        return {}
+    from grpo_ablate.stats.table import load_results
+
+    df, _ = load_results([Path(sweep_dir)])
+    df = df[(df["status"] == "failed") & df["arm"].isin([BASELINE, *design.arms])]
+    out: dict[str, list[int]] = {}
+    for arm, seed in sorted({(a, int(x)) for a, x in zip(df["arm"], df["seed"], strict=True)}):
+        if pending is None or arm not in pending.arms or seed not in pending.seeds:
+            out.setdefault(arm, []).append(seed)
+    return out
+
+
 def swept_key(override: str) -> str:
     """The config key an override sets (`+trick=a,b` -> trick)."""
     return override.split("=")[0].lstrip("+~")
@@ -153,6 +170,15 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
               + ", ".join(f"{r['p_boundary']:.2g}" for r in plan["looks"])
               + f" (plan: {sweep_dir / PLAN_NAME})")
     t0, trained, last = time.perf_counter(), 0, None
+    for arm, seeds in failed_runs(sweep_dir, design, next_rung(sweep_dir, design, strata)).items():
+        overrides = [*fixed, f"trick={arm}", f"seed={','.join(map(str, seeds))}"]
+        retry_specs = compose(overrides)
+        todo, _ = sweep.plan(retry_specs)
+        sweep.say(f"adaptive: retrying {len(todo)} failed run(s) of {arm}, seeds {seeds}")
+        if todo:
+            with sweep.progress_from_disk(retry_specs):
+                launch(overrides)
+        trained += len(todo)
     while (rung := next_rung(sweep_dir, design, strata)) is not None:
         if rung == last:  # the launcher ran, yet the runs left no record
             sweep.say(f"grpo-ablate: adaptive look {rung.look + 1}: runs of "

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from grpo_ablate import adaptive, cli
+from grpo_ablate.config import specs_for
 from grpo_ablate.errors import UserError
 from grpo_ablate.stats.sequential import (
     Design,
@@ -25,6 +26,8 @@ from grpo_ablate.stats.sequential import (
     take_look,
 )
 from grpo_ablate.stats.tests import Comparison, paired_compare
+from grpo_ablate.store import read_record, write_record
+from grpo_ablate.train import make_record
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
@@ -223,6 +226,20 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy):
     assert final.returncode == 0, err[-2000:]
     assert "adaptive look 1/2" in err
     assert {p: p.read_bytes() for p in done_before} == done_before  # not re-trained
+    # A run a look already used, recorded failed (as the Slurm launcher records a cancelled
+    # job): the same command retries it, and the looks are replayed with it.
+    decided = adaptive_part(sweep)
+    one = [a.replace("adaptive=true", "adaptive.enabled=true") for a in ADAPTIVE
+           if not a.startswith("trick=")]
+    (spec,) = specs_for([*one, "trick=baseline", "seed=0", f"out_root={out}"], multirun=False)
+    write_record(spec.run_dir, make_record(spec, "failed", "Slurm job 7_0 ended CANCELLED", 0.0),
+                 [])
+    retried = adaptive_sweep(out)
+    _, err = retried.communicate(timeout=900)
+    assert retried.returncode == 0, err[-2000:]
+    assert "retrying 1 failed run(s) of baseline, seeds [0]" in err
+    assert read_record(spec.run_dir / "record.json").status == "completed"
+    assert adaptive_part(sweep) == decided
     # A different plan for the same folder is refused, nothing trained.
     assert cli.main(["sweep", *ADAPTIVE, f"out_root={out}", "adaptive.rungs=[2,4]"]) == 2
     # The same sweep, never killed, as a plain Hydra app (its sweeper runs the ladder) under
