@@ -23,7 +23,7 @@ test: $(STAMP)
 	.venv/bin/ruff check grpo_ablate hydra_plugins tests scripts
 	@if [ "$${SLURM:-1}" = 1 ]; then bash scripts/slurm_local.sh \
 	    || echo "make test: no Slurm on this machine (see above): the slurm tests will be skipped"; fi
-	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q
+	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q --durations=12
 
 lint: $(STAMP)
 	.venv/bin/ruff check .
