@@ -169,32 +169,31 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
               f"alpha {design.alpha} on {design.metric}; boundary p per look at alpha/arms: "
               + ", ".join(f"{r['p_boundary']:.2g}" for r in plan["looks"])
               + f" (plan: {sweep_dir / PLAN_NAME})")
+    def train(overrides: list[str], what: str) -> int:
+        """Launch the runs these overrides name that have no final record; how many."""
+        specs = compose(overrides)
+        todo, reused = sweep.plan(specs)
+        sweep.say(f"{what}: {len(todo)} to train"
+                  + (f", {reused} reused from the run cache" if reused else ""))
+        if todo:
+            with sweep.progress_from_disk(specs):
+                launch(overrides)
+        return len(todo)
+
     t0, trained, last = time.perf_counter(), 0, None
     for arm, seeds in failed_runs(sweep_dir, design, next_rung(sweep_dir, design, strata)).items():
-        overrides = [*fixed, f"trick={arm}", f"seed={','.join(map(str, seeds))}"]
-        retry_specs = compose(overrides)
-        todo, _ = sweep.plan(retry_specs)
-        sweep.say(f"adaptive: retrying {len(todo)} failed run(s) of {arm}, seeds {seeds}")
-        if todo:
-            with sweep.progress_from_disk(retry_specs):
-                launch(overrides)
-        trained += len(todo)
+        trained += train([*fixed, f"trick={arm}", f"seed={','.join(map(str, seeds))}"],
+                         f"adaptive: retrying the failed runs of {arm}, seeds {seeds}")
     while (rung := next_rung(sweep_dir, design, strata)) is not None:
         if rung == last:  # the launcher ran, yet the runs left no record
             sweep.say(f"grpo-ablate: adaptive look {rung.look + 1}: runs of "
                       f"{', '.join(rung.arms)} on seeds {list(rung.seeds)} left no record (held "
                       "by another sweep, or killed); run the same command again to resume")
             return 1
-        overrides = [*fixed, *rung.overrides()]
-        rung_specs = compose(overrides)
-        todo, reused = sweep.plan(rung_specs)
-        sweep.say(f"adaptive look {rung.look + 1}/{len(design.rungs)}: {len(rung.arms) - 1} "
-                  f"open arms + baseline, seeds < {design.rungs[rung.look]}: {len(todo)} to "
-                  "train" + (f", {reused} reused from the run cache" if reused else ""))
-        if todo:
-            with sweep.progress_from_disk(rung_specs):
-                launch(overrides)
-        trained += len(todo)
+        trained += train([*fixed, *rung.overrides()],
+                         f"adaptive look {rung.look + 1}/{len(design.rungs)}: "
+                         f"{len(rung.arms) - 1} open arms + baseline, seeds < "
+                         f"{design.rungs[rung.look]}")
         last = rung
     sweep.say(f"adaptive sweep finished in {time.perf_counter() - t0:.0f}s ({trained} runs "
               "trained this time)")

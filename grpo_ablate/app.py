@@ -34,6 +34,13 @@ def quiet_libraries() -> None:
     datasets.logging.set_verbosity_error()
 
 
+def driven_by_cli() -> bool:
+    """Whether `grpo-ablate run|sweep` started this Hydra app: it reports once itself and
+    hands Hydra an adaptive sweep one rung at a time. As a plain Hydra app, the Hydra callback
+    (grpo_ablate/hydra_callbacks.py) reports and the sweeper (hydra_plugins/) runs the ladder."""
+    return os.environ.get("GRPO_ABLATE_REPORTS") == "cli"
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> str:
     from grpo_ablate.sweep import execute

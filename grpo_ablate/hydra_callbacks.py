@@ -8,7 +8,6 @@ process, from the folder of records: workers share no memory, the records are th
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -18,7 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 
 class ReportAtEnd(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if os.environ.get("GRPO_ABLATE_REPORTS") == "cli":
+        from grpo_ablate.app import driven_by_cli
+
+        if driven_by_cli():
             return
         from grpo_ablate.cli import cmd_report
         from grpo_ablate.errors import UserError

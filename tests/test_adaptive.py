@@ -237,7 +237,7 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy):
     retried = adaptive_sweep(out)
     _, err = retried.communicate(timeout=900)
     assert retried.returncode == 0, err[-2000:]
-    assert "retrying 1 failed run(s) of baseline, seeds [0]" in err
+    assert "retrying the failed runs of baseline, seeds [0]: 1 to train" in err
     assert read_record(spec.run_dir / "record.json").status == "completed"
     assert adaptive_part(sweep) == decided
     # A different plan for the same folder is refused, nothing trained.

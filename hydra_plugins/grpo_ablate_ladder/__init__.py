@@ -6,7 +6,6 @@ grpo_ablate.adaptive.run_ladder, which `grpo-ablate sweep` drives the same way."
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,11 @@ from omegaconf import DictConfig, OmegaConf
 
 class LadderSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
+        from grpo_ablate.app import driven_by_cli
+
         adaptive = OmegaConf.select(self.config, "adaptive")
         # `grpo-ablate sweep` runs the ladder itself and hands Hydra one rung at a time.
-        if os.environ.get("GRPO_ABLATE_REPORTS") == "cli" or not (
+        if driven_by_cli() or not (
                 isinstance(adaptive, DictConfig) and adaptive.get("enabled") is True):
             return super().sweep(arguments)
         from grpo_ablate.adaptive import run_ladder, swept_key
