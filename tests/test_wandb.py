@@ -56,6 +56,7 @@ def test_report_writes_one_summary_run_with_the_verdicts(tmp_path):
     assert cli.main(args) == 0 and cli.main(args) == 0  # a re-run updates the same run
     files = sorted((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     runs = [read_run(p) for p in files]
+    assert len(runs) == 2 and all(r["exit"] for r in runs)
     assert len({r["run"].run_id for r in runs}) == 1
     run = runs[-1]
     assert run["run"].job_type == "summary" and run["run"].run_group == "results"
