@@ -361,3 +361,29 @@ def test_seeds_needed_is_the_first_n_with_enough_power(test, ratio):
     need = seeds_needed(test, ratio, 1.0, 0.05 / 19)
     assert power(test, 1.0, ratio, need, 0.05 / 19) >= 0.8
     assert need == 2 or power(test, 1.0, ratio, need - 1, 0.05 / 19) < 0.8
+
+
+# the seeds-needed figure ---------------------------------------------------------------
+def test_mde_curve_uses_the_arm_of_median_test_sd_not_of_median_mde(tmp_path):
+    """Arms stopped at different n (as an adaptive sweep leaves them): the arm with the
+    median MDE is not the arm with the median seed-to-seed sd; the curve needs the sd."""
+    from grpo_ablate.report.figures import median_sd_arm
+
+    rng = np.random.default_rng(11)
+    seed_effect = rng.normal(0, 0.04, 10)
+    rows = [("baseline", s, 0.6 + seed_effect[s]) for s in range(10)]
+    noise = {"wide_at_10": (0.05, 10), "mid_at_3": (0.02, 3), "narrow_at_3": (0.01, 3)}
+    diffs = {}
+    for arm, (sd, n) in noise.items():
+        d = rng.normal(0, sd, n)
+        diffs[arm] = d
+        rows += [(arm, s, 0.6 + seed_effect[s] + d[s]) for s in range(n)]
+    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
+                       "--no-figures")
+    arms = arms_of(rep)
+    for arm, d in diffs.items():
+        assert arms[arm]["test"] == "paired_t"
+        assert arms[arm]["diff_sd"] == pytest.approx(float(np.std(d, ddof=1)), rel=1e-9)
+    by_mde = sorted(arms.values(), key=lambda e: e["mde"])[1]["arm"]
+    assert by_mde != "mid_at_3"  # the check can tell the two choices apart
+    assert median_sd_arm(list(arms.values()))["arm"] == "mid_at_3"

@@ -100,21 +100,26 @@ def _strip(report, st, wide: pd.DataFrame, path: Path) -> str:
     return _save(fig, path)
 
 
+def median_sd_arm(arms: list[dict]) -> dict:
+    """The arm whose test sd (`diff_sd`) is the median. Not the median MDE: arms of an
+    adaptive sweep stop at different n, so their MDEs are not comparable."""
+    return sorted(arms, key=lambda e: e["diff_sd"])[len(arms) // 2]
+
+
 def _mde_curve(report, st, path: Path) -> str:
     fig, ax = plt.subplots(figsize=(6, 4))
     k = max(1, st["comparisons"])
-    sds = [e for e in st["arms"] if e["mde"] is not None and e["n"] >= 2]
+    sds = [e for e in st["arms"] if e.get("diff_sd") and e["n"] >= 2]
     if not sds:
         plt.close(fig)
         return ""
-    # The arm with the median MDE; the sd its MDE implies at its n gives the whole curve.
-    e = sorted(sds, key=lambda e: e["mde"])[len(sds) // 2]
-    sd = e["mde"] / mde(e["test"], 1.0, e["n"], report["alpha"] / k)
+    e = median_sd_arm(sds)
+    sd = e["diff_sd"]
     # Far enough right to reach the seeds the verdict table asks for.
     needed = max([x["seeds_needed"] or 0 for x in st["arms"]] + [30])
     ns = np.unique(np.geomspace(2, min(needed * 1.2, 10_000), 24).astype(int))
     ax.plot(ns, [mde(e["test"], sd, int(n), report["alpha"] / k) for n in ns],
-            label=f"median arm ({e['arm']}), sd={sd:.3g}")
+            label=f"arm of median sd ({e['arm']}), sd={sd:.3g}")
     ax.axhline(report["min_effect"], ls="--", color="0.4", label="min-effect")
     ax.set_xscale("log")
     ax.set_yscale("log")  # n=2 needs effects orders of magnitude larger than n=20

@@ -187,6 +187,7 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
             "p_value": c.p_value, "p_adjusted": pa, "effect_size": c.effect_size,
             "tost_p": c.tost_p, "tost_p_adjusted": ta, "seed_correlation": c.correlation,
             "mde": mde(c.test, c.sd, c.n, s.alpha / k, n_base=c.n_base) if full else None,
+            "diff_sd": c.sd if full else None,  # the test's sd: of paired differences, or pooled
             "seeds_needed": needed,
             "more_seeds_needed": (max(0, needed - c.n) if needed is not None else None)
             if v == "inconclusive" else 0,
