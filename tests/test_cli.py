@@ -18,10 +18,8 @@ def cli(*args, cwd=None, timeout=900):
 
 
 @pytest.mark.slow
-def test_smoke_sweep_records_report_wandb_and_resume(tmp_path, tiny_policy):
-    out = tmp_path / "out"
-    res = cli("sweep", "sweep=smoke", f"out_root={out}", "logger=wandb")
-    assert res.returncode == 0, res.stderr[-2000:]
+def test_smoke_sweep_records_report_wandb_and_resume(smoke_sweep):
+    res, out = smoke_sweep  # grpo-ablate sweep sweep=smoke logger=wandb
     sweep = out / "smoke"
     records = sorted(sweep.glob("runs/*/record.json"))
     assert len(records) == 6

@@ -20,8 +20,14 @@ def sweep(*args):
                           capture_output=True, text=True, env=ENV, timeout=900)
 
 
+def results(sweep_dir) -> dict:
+    """run_id -> (status, metrics) of a sweep's records."""
+    recs = (json.loads(p.read_text()) for p in sweep_dir.glob("runs/*/record.json"))
+    return {r["run_id"]: (r["status"], r["metrics"]) for r in recs}
+
+
 @pytest.mark.parametrize("launcher,extra", [("joblib", []), ("local", ["trick=baseline,no_kl"])])
-def test_parallel_launcher_records_progress_and_quiet(tmp_path, tiny_policy, launcher, extra):
+def test_parallel_launcher_records_progress_and_quiet(tmp_path, smoke_sweep, launcher, extra):
     res = sweep(f"launcher={launcher}", f"out_root={tmp_path}", *extra)
     assert res.returncode == 0, res.stderr[-3000:]
     n = 6 if not extra else 4
@@ -31,6 +37,9 @@ def test_parallel_launcher_records_progress_and_quiet(tmp_path, tiny_policy, lau
     assert f"{n}/{n} runs" in res.stderr and "ETA" in res.stderr
     assert not [w for w in NOISE if w in res.stderr + res.stdout], res.stderr[-3000:]
     assert (tmp_path / "smoke" / "report.json").is_file()
+    if not extra:  # the serial sweep's runs: the same records, whatever launcher ran them
+        _, serial = smoke_sweep
+        assert results(tmp_path / "smoke") == results(serial / "smoke")
     t0 = time.perf_counter()
     again = sweep(f"launcher={launcher}", f"out_root={tmp_path}", *extra)
     assert again.returncode == 0 and f"{n} runs" in again.stderr and "0 to train" in again.stderr

@@ -11,7 +11,9 @@ import sys
 import pytest
 
 from grpo_ablate import cli
-from grpo_ablate.store import read_record
+from grpo_ablate.config import specs_for
+from grpo_ablate.store import read_record, write_record
+from grpo_ablate.train import train_one
 
 pytestmark = pytest.mark.slow
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
@@ -61,11 +63,15 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     assert {x["arm"] for x in rep["strata"][0]["arms"]} == {"no_kl", "reward_clip"}
 
 
-def test_report_refuses_to_mix_recipes(tmp_path, tiny_policy, capsys):
-    assert sweep(tmp_path, "a", "baseline", "run_cache=null").returncode == 0
-    assert sweep(tmp_path, "b", "baseline,no_kl", "seed=2,3", "trainer.max_steps=3",
-                 "run_cache=null").returncode == 0
-    code = cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "x")])
+def test_report_refuses_to_mix_recipes(tmp_path, smoke_sweep, capsys):
+    # The smoke sweep (4 steps) and a baseline run of another seed trained for 3 steps.
+    (spec,) = specs_for(["sweep=smoke", "trick=baseline", "seed=2", "trainer.max_steps=3",
+                         f"out_root={tmp_path}", "sweep_name=b"], multirun=False)
+    record, history = train_one(spec)
+    write_record(spec.run_dir, record, history)
+    _, smoke = smoke_sweep
+    code = cli.main(["report", str(smoke / "smoke"), str(tmp_path / "b"), "--out",
+                     str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and "the baseline runs come from 2 different recipes" in err
     assert not (tmp_path / "x").exists()
