@@ -21,6 +21,7 @@ demo: $(STAMP)
 # and apt needed); where it cannot, they are skipped and the summary says so. SLURM=0: skip.
 test: $(STAMP)
 	.venv/bin/ruff check grpo_ablate hydra_plugins tests scripts
+	.venv/bin/lint-imports --no-cache   # the layers of docs/architecture.md: imports go down only
 	@if [ "$${SLURM:-1}" = 1 ]; then bash scripts/slurm_local.sh \
 	    || echo "make test: no Slurm on this machine (see above): the slurm tests will be skipped"; fi
 	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q --durations=12

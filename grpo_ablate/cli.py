@@ -13,6 +13,7 @@ Bad input exits 2 with one line, before anything is trained or written.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import re
@@ -22,8 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpo_ablate import __version__
-from grpo_ablate.app import quiet_libraries
+from grpo_ablate.app import hydra_main
+from grpo_ablate.config import check_trainable, compose, expand_jobs, specs_for, validate
+from grpo_ablate.config.catalog import load_catalog
 from grpo_ablate.errors import UserError
+from grpo_ablate.launch import sweep
+from grpo_ablate.launch.progress import progress_from_disk
+from grpo_ablate.records import RECORD_NAME, CorruptRecord, read_record
+from grpo_ablate.runtime import CLI_DRIVES, quiet_libraries
+
+# Each command loads only its own stack: `run --help` or `--cfg job` must not pay for torch,
+# TRL, pandas or scipy. The imports of heavy layers sit in the commands that use them.
 
 USAGE = __doc__.split("\n\n")[1]
 # Hydra's flags that print something and train nothing; they pass straight to Hydra.
@@ -97,18 +107,14 @@ def parse_hydra_line(args: list[str]) -> HydraLine:
 
 
 def _hydra(argv: list[str], multirun: bool) -> None:
-    from grpo_ablate.app import hydra_main
-
     sys.argv = ["grpo-ablate", *(["--multirun"] if multirun else []), *argv]
-    os.environ["GRPO_ABLATE_REPORTS"] = "cli"  # this command reports itself, once per sweep
+    os.environ[CLI_DRIVES] = "cli"  # this command reports itself, once per sweep
     hydra_main()
 
 
 def _show(line: HydraLine, overrides: list[str]) -> int:
     """--cfg, --info, --help...: check the overrides the way a run would (one line, exit 2),
-    then let Hydra print."""
-    from grpo_ablate.config import compose, validate
-
+    then let Hydra print. TRL's own checks are left to a run that trains: they import TRL."""
     if overrides and not any(f in line.show for f in ("-h", "--help", "--hydra-help")):
         validate(compose([*line.search_overrides, *overrides]))
     _hydra([*line.flags(), *overrides], multirun=False)
@@ -116,15 +122,13 @@ def _show(line: HydraLine, overrides: list[str]) -> int:
 
 
 def cmd_run(args: list[str]) -> int:
-    from grpo_ablate.config import specs_for
-    from grpo_ablate.store import RECORD_NAME, CorruptRecord, read_record
-
     line = parse_hydra_line(args)
     if line.multirun:
         return _sweep(line, default_sweep=False)
     if line.show:
         return _show(line, line.overrides)
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    check_trainable(sweep.unfinished([spec]))
     _hydra([*line.flags(), *line.overrides], multirun=False)
     try:
         record = read_record(spec.run_dir / RECORD_NAME)
@@ -146,9 +150,6 @@ def cmd_sweep(args: list[str], report_args: list[str] | None = None) -> int:
 
 
 def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None = None) -> int:
-    from grpo_ablate import sweep
-    from grpo_ablate.config import expand_jobs, specs_for
-
     overrides = line.overrides
     if default_sweep and not any(o.split("=")[0] in ("sweep", "+sweep") for o in overrides):
         overrides = ["sweep=catalog", *overrides]
@@ -169,6 +170,7 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
     if specs[0].config["adaptive"]["enabled"]:
         code = _adaptive(line, overrides, specs)
         return code or _reports(sweep_dirs, report_args)
+    check_trainable(sweep.unfinished(specs))
     todo, reused = sweep.plan(specs)
     print(f"sweep: {len(specs)} runs ({len({s.arm for s in specs})} arms x "
           f"{len({s.seed for s in specs})} seeds), {len(todo)} to train"
@@ -176,26 +178,24 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
           + f" -> {', '.join(sweep_dirs)}", file=sys.stderr)
     t0 = time.perf_counter()
     if todo:  # a finished sweep starts no launcher, no worker, no model
-        with sweep.progress_from_disk(specs):
+        with progress_from_disk(specs):
             _hydra([*line.flags(), *overrides], multirun=True)
     print(f"sweep finished in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     return _reports(sweep_dirs, report_args)
 
 
 def _reports(sweep_dirs: list[str], report_args: list[str] | None) -> int:
+    from grpo_ablate.report import report_or_skip  # heavy: pandas, scipy, matplotlib
+
     for sweep_dir in sweep_dirs:
-        try:
-            cmd_report([sweep_dir, *(report_args or [])])
-        except UserError as exc:  # the runs are done and recorded; only the report could not be
-            print(f"grpo-ablate: report skipped: {exc}", file=sys.stderr)
+        report_or_skip(sweep_dir, report_args or [])
     return 0
 
 
 def _adaptive(line: HydraLine, overrides: list[str], specs: list) -> int:
     """An adaptive sweep: one Hydra multirun per rung (any launcher), the open arms x the
-    rung's seeds, until every arm is settled (grpo_ablate.adaptive.run_ladder)."""
-    from grpo_ablate.adaptive import run_ladder, swept_key
-    from grpo_ablate.config import specs_for
+    rung's seeds, until every arm is settled (grpo_ablate.launch.adaptive.run_ladder)."""
+    from grpo_ablate.launch.adaptive import run_ladder, swept_key  # heavy: pandas, scipy
 
     fixed = [o for o in overrides if swept_key(o) not in ("trick", "seed")]
     return run_ladder(
@@ -205,14 +205,12 @@ def _adaptive(line: HydraLine, overrides: list[str], specs: list) -> int:
 
 
 def cmd_report(args: list[str]) -> int:
-    from grpo_ablate.report import main as report_main
+    from grpo_ablate.report import main as report_main  # heavy: pandas, scipy, matplotlib
 
     return report_main(args)
 
 
 def cmd_tricks(args: list[str]) -> int:
-    from grpo_ablate.catalog import load_catalog
-
     line = parse_hydra_line(args)
     if line.overrides or line.show or line.multirun:
         raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, or --config-dir DIR")
@@ -229,8 +227,6 @@ def demo_launcher(args: list[str]) -> list[str]:
     """The demo runs one worker per core (Hydra's joblib launcher, one torch thread each:
     about 1.5x the serial speed on 2 cores) when the launcher is installed and the user did not
     choose one; otherwise in this process."""
-    import importlib.util
-
     chosen = any(a.split("=")[0].lstrip("+") in ("launcher", "hydra/launcher") for a in args)
     if chosen or (os.cpu_count() or 1) < 2 or \
             importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
@@ -247,23 +243,43 @@ def cmd_demo(args: list[str]) -> int:
     return code
 
 
+LENGTHS_DEFAULTS = {"--prompts": 64, "--cap": 2048}
+LENGTHS_USAGE = """usage: grpo-ablate lengths [--prompts N] [--cap T] [overrides]
+
+Completion-length percentiles of the SFT policy on the task's train prompts, and the review's
+max completion length (their 95th percentile).
+
+  --prompts N   train prompts sampled, one completion each (default 64)
+  --cap T       tokens at most per completion (default 2048); completions that reach it
+                are counted and reported
+  overrides     Hydra overrides, as for `grpo-ablate run` (model=..., task=..., model.path=...)"""
+
+
 def cmd_lengths(args: list[str]) -> int:
     """Completion-length percentiles of the SFT policy, and the review's 95th-percentile
-    max completion length. `--prompts N` and `--cap T` before the overrides."""
-    from grpo_ablate import lengths
-    from grpo_ablate.config import specs_for
-
-    opts = {"--prompts": 64, "--cap": 4096}
-    rest = list(args)
-    while rest and rest[0] in opts:
-        flag = rest.pop(0)
-        if not rest or not rest[0].isdigit() or int(rest[0]) < 1:
-            raise UserError(f"lengths {flag}: needs a positive integer")
-        opts[flag] = int(rest.pop(0))
+    max completion length. `--prompts N` and `--cap T` anywhere on the line."""
+    if any(a in ("-h", "--help") for a in args):
+        print(LENGTHS_USAGE)
+        return 0
+    opts, rest, words = dict(LENGTHS_DEFAULTS), [], list(args)
+    while words:
+        word = words.pop(0)
+        flag, eq, value = word.partition("=")
+        if flag not in opts:
+            rest.append(word)
+            continue
+        if not eq:
+            value = words.pop(0) if words else ""
+        if not value.isdigit() or int(value) < 1:
+            raise UserError(f"lengths {flag} {value}: needs a positive integer")
+        opts[flag] = int(value)
     line = parse_hydra_line(rest)
     if line.show or line.multirun:
         raise UserError("lengths: allowed: [--prompts N] [--cap T] and config overrides")
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    from grpo_ablate.training import lengths  # heavy: torch, transformers
+
+    quiet_libraries()
     return lengths.main(spec, opts["--prompts"], opts["--cap"])
 
 
@@ -284,9 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-ablate: error: command {cmd!r} unknown; allowed: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    if cmd in ("run", "sweep", "demo", "lengths"):
-        quiet_libraries()  # before validation imports TRL; Hydra configures logging itself
-    else:
+    if cmd not in ("run", "sweep", "demo", "lengths"):  # Hydra configures logging itself
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[cmd](rest)

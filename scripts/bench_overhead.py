@@ -31,9 +31,10 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_ablate.config import grpo_kwargs, specs_for
+    from grpo_ablate.models import resolve_model_path
     from grpo_ablate.tasks import get_task
-    from grpo_ablate.train import resolve_model_path, train_one
-    from grpo_ablate.trl_hooks import AblationGRPOTrainer
+    from grpo_ablate.training.train import train_one
+    from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
 
     transformers.logging.set_verbosity_error()
     # Periodic evals are an extra grpo-ablate does on purpose; compare the training itself.

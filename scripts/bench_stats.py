@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_ablate.records import RunRecord, write_record
 from grpo_ablate.report import main as report_main
-from grpo_ablate.store import RunRecord, write_record
 
 
 def build(root: Path) -> None:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from grpo_ablate.catalog import load_catalog
 from grpo_ablate.config import CONF_DIR, compose, expand_jobs, specs_for, validate
+from grpo_ablate.config.catalog import load_catalog
 from grpo_ablate.errors import UserError
 
 CATALOG = ("no_kl kl_0.01 kl_0.1 reward_clip length_penalty grad_clip_0.5 grad_clip_2.0 no_grad_clip "

@@ -16,10 +16,12 @@ import pytest
 import torch
 from wandb_files import read_run
 
-from grpo_ablate.config import ACCELERATE_CONFIGS, specs_for
-from grpo_ablate.distributed import ACCELERATE_DIR, free_port, launch_command, reserve_gpus
+from grpo_ablate.config import specs_for
+from grpo_ablate.config.paths import ACCELERATE_DIR
+from grpo_ablate.config.schema import ACCELERATE_CONFIGS
 from grpo_ablate.errors import UserError
-from grpo_ablate.tricks import apply_global_adv_norm
+from grpo_ablate.launch.distributed import free_port, launch_command, reserve_gpus
+from grpo_ablate.training.tricks import apply_global_adv_norm
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
@@ -151,7 +153,7 @@ def test_two_process_runs_write_one_record_each_and_a_failing_process_fails_only
               "faults.reward_raises_on_rank=1", "faults.reward_raises_at_step=2,null")
     took = time.perf_counter() - t0
     assert res.returncode == 0, res.stderr[-3000:]
-    from grpo_ablate.store import read_record
+    from grpo_ablate.records import read_record
 
     paths = list((tmp_path / "adhoc" / "runs").glob("*/record.json"))
     by_fault = {read_record(p).config["faults"]["reward_raises_at_step"]: p for p in paths}

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from grpo_ablate.config import specs_for
-from grpo_ablate.train import train_one
+from grpo_ablate.training.train import train_one
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
 
@@ -35,7 +35,7 @@ def test_a_tiny_qwen2_checkpoint_trains_on_cuda_in_bf16(tmp_path, vllm):
     from tiny_qwen import SMALL_HF, build_tiny_qwen2
 
     from grpo_ablate import cli
-    from grpo_ablate.store import read_record
+    from grpo_ablate.records import read_record
 
     if vllm and importlib.util.find_spec("vllm") is None:
         pytest.skip("the vllm extra is not installed")

@@ -15,8 +15,8 @@ import pytest
 
 from grpo_ablate import cli
 from grpo_ablate.config import specs_for
-from grpo_ablate.store import RunRecord, read_record, write_record
-from grpo_ablate.train import train_one
+from grpo_ablate.records import RunRecord, read_record, write_record
+from grpo_ablate.training.train import train_one
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}

@@ -12,8 +12,8 @@ import pytest
 
 from grpo_ablate import cli
 from grpo_ablate.config import specs_for
-from grpo_ablate.store import read_record, write_record
-from grpo_ablate.train import train_one
+from grpo_ablate.records import read_record, write_record
+from grpo_ablate.training.train import train_one
 
 pytestmark = pytest.mark.slow
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
@@ -34,8 +34,9 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     first = sweep(tmp_path, "a", "baseline,no_kl")
     assert first.returncode == 0, first.stderr[-2000:]
     # A damaged and a foreign entry: each of those runs is trained again, not reused.
-    cache = tmp_path / ".run-cache"
     a = records(tmp_path / "a")
+    # Entries are kept per machine (numeric identity): a hit is what training here would give.
+    cache = tmp_path / ".run-cache" / a["baseline0"].machine["numeric_id"]
     damaged = cache / a["baseline1"].run_id / "record.json"
     damaged.write_text(damaged.read_text().replace('"completed"', '"completed" '))
     damaged.write_text(damaged.read_text()[:-40])

@@ -7,7 +7,7 @@ import pytest
 
 from grpo_ablate.config import grpo_kwargs, specs_for
 from grpo_ablate.tasks import get_task
-from grpo_ablate.train import train_one
+from grpo_ablate.training.train import train_one
 
 pytestmark = pytest.mark.slow
 

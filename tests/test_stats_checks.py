@@ -71,21 +71,6 @@ def test_power_is_finite_and_right_for_large_effect_to_sd_ratios(ratio, n):
         assert math.isclose(ours, ref, abs_tol=1e-6)
 
 
-def test_seeds_needed_for_a_precise_arm(tmp_path):
-    rng = np.random.default_rng(1)
-    d = rng.normal(0, 1, 6)
-    d = 0.00198 * (d - d.mean()) / d.std(ddof=1) + 0.005
-    rows = [("baseline", s, v) for s, v in enumerate(BASE)]
-    rows += [("x", s, v + dv) for s, (v, dv) in enumerate(zip(BASE, d, strict=True))]
-    _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
-                       "--min-effect", "0.02", "--no-figures")
-    need = arms_of(rep)["x"]["seeds_needed"]
-    sd = float(np.std(d, ddof=1))
-    assert need == 3
-    assert independent_power(0.02 / sd * math.sqrt(need), need - 1, 0.05) >= 0.8
-    assert independent_power(0.02 / sd * math.sqrt(need - 1), need - 2, 0.05) < 0.8
-
-
 # 2 -----------------------------------------------------------------------------------
 def test_a_decimal_shift_is_an_exact_shift_not_p_1e_minus_105(tmp_path):
     rows = [("baseline", s, v) for s, v in enumerate(BASE)]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from grpo_ablate.store import (
+from grpo_ablate.records import (
     CorruptRecord,
     RunRecord,
     read_history,
@@ -66,3 +66,66 @@ def test_run_lock_is_exclusive(tmp_path):
             assert not second
     with run_lock(tmp_path, "abc") as again:
         assert again
+
+
+def test_run_cache_serves_only_entries_computed_on_this_machine(tmp_path, caplog):
+    """Entries are keyed by run identity and machine: one that says it was computed on
+    another machine (numeric identity) is refused, so a hit is what training here gives."""
+    from dataclasses import replace
+
+    from grpo_ablate.config import specs_for
+    from grpo_ablate.launch import run_cache
+    from grpo_ablate.runtime import machine
+    from grpo_ablate.training.outcome import make_record
+
+    (spec,) = specs_for([f"out_root={tmp_path}"], multirun=False)
+    here = machine("cpu", threads=2)
+    record = make_record(spec, "completed", None, 1.0, metrics={"eval/accuracy": 0.5}, where=here)
+    run_cache.store(spec, record, [])
+    entry = tmp_path / ".run-cache" / here["numeric_id"] / spec.run_id
+    assert (entry / "record.json").is_file()
+    found = run_cache.lookup(spec)
+    assert found is not None and found[0].metrics == {"eval/accuracy": 0.5}
+    write_record(entry, replace(record, machine={**here, "numeric_id": "0123456789ab"}), [],
+                 pause=None)
+    assert run_cache.lookup(spec) is None
+    assert "was computed on another machine" in caplog.text
+
+
+def test_records_written_before_the_machine_field_still_read(tmp_path):
+    import hashlib
+    from dataclasses import asdict
+
+    from grpo_ablate.records import jsonable
+
+    body = {k: v for k, v in jsonable(asdict(make_record())).items()
+            if k not in ("machine", "notes", "checksum")}
+    body["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(body))
+    record = read_record(path)
+    assert record.machine is None and record.notes == []
+    body["surprise"] = 1
+    path.write_text(json.dumps(body))
+    with pytest.raises(CorruptRecord, match="fields missing or extra"):
+        read_record(path)
+
+
+def test_a_report_over_runs_of_two_machines_says_so(tmp_path):
+    from dataclasses import replace
+
+    from grpo_ablate.stats.table import load_results, machines_note
+
+    m1 = {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "device": "cpu", "numeric_id": "aaaaaaaaaaaa"}
+    m2 = {"cpu": "Intel Xeon", "cpu_flags": ["avx2", "avx512_bf16"], "device": "cpu",
+          "numeric_id": "bbbbbbbbbbbb"}
+    for seed in range(2):
+        for arm, where in (("baseline", m1), ("x", m2 if seed else m1)):
+            rec = replace(make_record(arm, seed), machine=where)
+            write_record(tmp_path / "runs" / rec.run_id, rec, [])
+    df, _ = load_results(tmp_path)
+    note = machines_note(df)
+    assert note.startswith("the runs were computed on 2 machines")
+    assert "3 runs on AMD EPYC (avx2), cpu [aaaaaaaaaaaa]" in note
+    assert "1 runs on Intel Xeon (avx2, avx512_bf16), cpu [bbbbbbbbbbbb]" in note
+    assert machines_note(df[df["machine_id"] == "aaaaaaaaaaaa"]) is None

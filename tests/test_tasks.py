@@ -11,7 +11,7 @@ import pytest
 
 from grpo_ablate import cli
 from grpo_ablate.config import specs_for
-from grpo_ablate.store import read_record
+from grpo_ablate.records import read_record
 from grpo_ablate.tasks import get_task
 from grpo_ablate.tasks.math import last_boxed, score
 
@@ -182,7 +182,7 @@ def test_cross_scale_sweep_crosses_models_tasks_tricks_and_seeds():
 def test_percentile_is_nearest_rank():
     import numpy as np
 
-    from grpo_ablate.lengths import percentile
+    from grpo_ablate.training.lengths import percentile
 
     rng = np.random.default_rng(3)
     for n in (1, 7, 100):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from grpo_ablate.tricks import (
+from grpo_ablate.training.tricks import (
     WeightEMA,
     apply_global_adv_norm,
     apply_length_penalty,
@@ -72,7 +72,7 @@ def test_ema_tracks_and_swaps_back():
 
 
 def test_quantile_set_reward_tricks_become_reward_units_of_the_sft_rewards():
-    from grpo_ablate.tricks import shaping_in_reward_units, shaping_values
+    from grpo_ablate.training.tricks import shaping_in_reward_units, shaping_values
 
     rewards = [float(x) for x in range(-50, 51)]  # a reward model's scores: -50 .. 50
     hooks = {"reward_clip": {"low": 0.05, "high": 0.95}, "length_penalty": 0.2,

@@ -10,8 +10,8 @@ import trl
 
 from grpo_ablate.config import specs_for
 from grpo_ablate.tasks import get_task
-from grpo_ablate.train import build_trainer
-from grpo_ablate.trl_hooks import TESTED_TRL, check_trl_compat
+from grpo_ablate.training.train import build_trainer
+from grpo_ablate.training.trl_hooks import TESTED_TRL, check_trl_compat
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +112,7 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
     from trl import GRPOConfig
 
     from grpo_ablate.config import grpo_kwargs
-    from grpo_ablate.trl_hooks import AblationGRPOTrainer
+    from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
 
     def half_right(prompts, completions, **_):
         return [1.0 if i % 16 < 8 else 0.05 for i in range(len(completions))]
@@ -204,9 +204,9 @@ class FakeVLLMEngine:
 def test_held_out_evaluation_generates_on_the_vllm_engine_with_its_own_sampling():
     from types import SimpleNamespace
 
-    from grpo_ablate.policy import build_tokenizer
+    from grpo_ablate.models.tiny import build_tokenizer
     from grpo_ablate.tasks.evaluation import generate, generation_backend
-    from grpo_ablate.trl_hooks import AblationGRPOTrainer
+    from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
 
     engine = FakeVLLMEngine()
     trainer = SimpleNamespace(vllm_generation=engine, _last_loaded_step=7,

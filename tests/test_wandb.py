@@ -8,8 +8,8 @@ import wandb
 from wandb_files import read_run
 
 from grpo_ablate.config import specs_for
-from grpo_ablate.store import write_record
-from grpo_ablate.train import train_one
+from grpo_ablate.records import write_record
+from grpo_ablate.training.train import train_one
 
 pytestmark = pytest.mark.slow
 TESTED_WANDB = (0, 31)

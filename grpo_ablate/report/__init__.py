@@ -10,10 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from grpo_ablate.errors import UserError
+from grpo_ablate.records import atomic_write_text, jsonable
 from grpo_ablate.report.markdown import render_markdown
 from grpo_ablate.stats.decide import Settings, analyse
-from grpo_ablate.stats.table import load_results
-from grpo_ablate.store import atomic_write_text, jsonable
+from grpo_ablate.stats.plan import read_plan
+from grpo_ablate.stats.table import load_results, machines_note
 
 SECONDARY = ["eval/reward_mean", "eval/sampled_accuracy", "eval/sampled_accuracy_train_temp"]
 
@@ -64,6 +65,9 @@ def parse_args(args: list[str]) -> argparse.Namespace:
 
 def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], object]:
     df, warnings = load_results(paths)
+    note = machines_note(df)
+    if note:
+        warnings.append(note)
     settings, note = with_adaptive_plan(paths, settings)
     if note:
         warnings.append(note)
@@ -73,8 +77,6 @@ def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], obje
 def with_adaptive_plan(paths: list, settings: Settings) -> tuple[Settings, str | None]:
     """An adaptive sweep's verdicts come from its declared looks, not from a fixed-n test
     of whatever seeds it ended with (that would ignore the optional stopping)."""
-    from grpo_ablate.adaptive import read_plan
-
     plans = [read_plan(p) if Path(p).is_dir() else None for p in paths]
     if all(p is None for p in plans):
         return settings, None
@@ -155,3 +157,13 @@ def main(args: list[str]) -> int:
         if run_id:
             print(f"W&B summary run: {run_id} ({ns.wandb}, under {out / 'wandb'})")
     return 0
+
+
+def report_or_skip(sweep_dir: str, report_args: list[str]) -> None:
+    """The statistics stage after a sweep: the runs are done and recorded, so a report that
+    cannot be made (e.g. every baseline run failed) is one "report skipped" line, not an
+    error."""
+    try:
+        main([sweep_dir, *report_args])
+    except UserError as exc:
+        print(f"grpo-ablate: report skipped: {exc}", file=sys.stderr)

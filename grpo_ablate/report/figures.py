@@ -17,6 +17,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from grpo_ablate.config.catalog import load_catalog  # noqa: E402
+from grpo_ablate.records import read_history  # noqa: E402
 from grpo_ablate.stats.tests import mde  # noqa: E402
 
 # Training curves: one row each (history keys), plus held-out accuracy (the decision metric).
@@ -132,9 +134,6 @@ def _mde_curve(report, st, path: Path) -> str:
 
 
 def _curves(report: dict, sub: pd.DataFrame, path: Path) -> str:
-    from grpo_ablate.catalog import load_catalog
-    from grpo_ablate.store import read_history
-
     base_arm = report["baseline"]
     fam_of = {t["id"]: t["family"] for t in load_catalog()}
     families: dict[str, list[str]] = {}

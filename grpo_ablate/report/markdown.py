@@ -52,13 +52,17 @@ def render_markdown(report: dict, figures: list[str]) -> str:
             "negligible = significant but inside ±min-effect; no effect = corrected TOST "
             "equivalence within ±min-effect; inert = the trick acted on fewer than "
             f"{report['inert_below']:.0%} of its units (or is the baseline by construction), so "
-            "the run did not test it; inconclusive = none of these (more seeds listed).",
+            "the run did not test it; inconclusive = none of these.",
+            "- Waiting on (open arms only): confirmation of the observed effect (the CI excludes "
+            "0), equivalence (the CI straddles 0 inside ±min-effect) or either, and the more "
+            "seeds that would give 80% power at the observed difference and spread under this "
+            "design (Holm's alpha/k, or the adaptive plan's next boundaries).",
             *(["- Adaptive sweep: the verdicts are the looks' decisions (section \"Adaptive seed "
                "ladder\"); p adj is the fixed-n Holm value on the seeds run, for reference only."]
               if st.get("adaptive") else []), "",
             "## Verdicts", "",
             "| arm | n | mean ± std | diff | 95% CI | p | p adj | effect | MDE | verdict |"
-            " seeds needed | acted | budget vs baseline | diverged/failed |",
+            " waiting on | acted | budget vs baseline | diverged/failed |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for x in _order(st["arms"], direction):
@@ -66,9 +70,13 @@ def render_markdown(report: dict, figures: list[str]) -> str:
                 f"| {x['arm']} | {x['n']} | {_f(x['mean'])} ± {_f(x['std'])} | {_f(x['diff'])} "
                 f"| [{_f(x['ci_low'])}, {_f(x['ci_high'])}] | {_p(x['p_value'])} "
                 f"| {_p(x['p_adjusted'])} | {_f(x['effect_size'], 2)} | {_f(x['mde'])} "
-                f"| {VERDICT_MARK[x['verdict']]} | {_f(x['seeds_needed'])} "
+                f"| {VERDICT_MARK[x['verdict']]} | {waiting_cell(x.get('waiting_on'))} "
                 f"| {_acted(x.get('activity'))} | {_budget_cell(st.get('budget', {}).get(x['arm']))} "
                 f"| {x['runs_diverged']}/{x['runs_failed']} |")
+        waiting = [(x["arm"], x["waiting_on"]["text"]) for x in _order(st["arms"], direction)
+                   if x.get("waiting_on")]
+        if waiting:
+            lines += ["", "What each open arm is waiting on:"] + [f"- {a}: {t}" for a, t in waiting]
         notes = [(x["arm"], n) for x in st["arms"] for n in x["notes"]]
         if notes:
             lines += ["", "Notes:"] + [f"- {arm}: {n}" for arm, n in notes]
@@ -226,10 +234,23 @@ def _illusion(st: dict) -> list[str]:
     return out
 
 
+def waiting_cell(w: dict | None) -> str:
+    """The verdict table's short form of an arm's `waiting_on`: `effect +7`, `-` when
+    decided; the full sentence is listed under the table."""
+    if not w:
+        return "-"
+    if w["on"] == "a trick that acts":
+        return "a trick that acts"
+    more = f" +{w['more_seeds']}" if w["more_seeds"] is not None else " (see below)"
+    return f"{w['on']}{more}"
+
+
 def _recipe(st: dict) -> list[str]:
     r = st["recipe"]
-    und = ", ".join(f"{u['arm']} (+{u['more_seeds_needed']} seeds)" if u["more_seeds_needed"] is not None
-                    else f"{u['arm']} (seeds needed undefined: see notes)" for u in r["undecided"])
+    und = ", ".join(f"{u['arm']} ({waiting_cell(u.get('waiting_on'))} seeds)"
+                    if (u.get("waiting_on") or {}).get("more_seeds") is not None
+                    else f"{u['arm']} ({waiting_cell(u.get('waiting_on'))})"
+                    for u in r["undecided"])
     return ["", "## Recommended minimal recipe", "",
             f"- Baseline plus: {', '.join(r['keep']) or 'nothing (no trick significantly improves)'}",
             f"- Safe to drop (shown to do nothing that matters): {', '.join(r['safe_to_drop']) or '-'}",

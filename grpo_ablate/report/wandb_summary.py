@@ -12,7 +12,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 COLUMNS = ["model", "task", "arm", "n", "mean", "std", "diff", "ci_low", "ci_high", "p_adjusted",
-           "verdict", "seeds_needed", "acted"]
+           "verdict", "waiting_on", "seeds_needed", "acted"]
 
 
 def summary_run_id(out_dir: Path) -> str:
@@ -26,7 +26,7 @@ def verdict_rows(report: dict) -> list[list]:
             acted = (a.get("activity") or {}).get("acted")
             rows.append([st["model"], st["task"], a["arm"], a["n"], a["mean"], a["std"], a["diff"],
                          a["ci_low"], a["ci_high"], a["p_adjusted"], a["verdict"],
-                         a["seeds_needed"], acted])
+                         (a.get("waiting_on") or {}).get("on"), a["seeds_needed"], acted])
     return rows
 
 

@@ -5,4 +5,6 @@ tests.py     one comparison: paired t / Welch t, CIs, TOST, effect sizes, power
 correct.py   multiple-comparison control: Holm, Benjamini-Hochberg
 table.py     records or CSV -> one row per (arm, seed)
 decide.py    verdicts per stratum, the single-run illusion, the recommended recipe
+sequential.py  the adaptive ladder's spending boundaries and looks
+plan.py      an adaptive sweep's plan file (declared once, read by the report)
 """

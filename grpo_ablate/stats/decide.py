@@ -1,6 +1,6 @@
 """Per stratum (model x task) and metric: every arm against the baseline, corrected for
-multiple comparisons, with a verdict. Plus how much each trick acted, its budget, EMA
-against raw weights, the single-run illusion and the recipe.
+multiple comparisons, with a verdict (fixed n, or an adaptive sweep's looks replayed from
+its records). What sits beside each verdict is in accounting.py.
 
 Decision rules (README, "How verdicts are made"):
 - improves/harms: the Holm-adjusted p < alpha and the CI excludes 0 on that side, in the
@@ -24,26 +24,27 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablate.errors import UserError
+from grpo_ablate.stats.accounting import (
+    activity,
+    apply_activity,
+    budget,
+    diagnostics,
+    ema_vs_raw,
+    recipe,
+    single_run_illusion,
+)
 from grpo_ablate.stats.correct import adjust
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
+from grpo_ablate.stats.stratum import Stratum, clean, compare, mean_std
 from grpo_ablate.stats.table import metric_columns
-from grpo_ablate.stats.tests import (
-    Comparison,
-    mde,
-    paired_compare,
-    seeds_needed,
-    welch_compare,
-)
+from grpo_ablate.stats.tests import mde
+from grpo_ablate.stats.waiting import waiting_on
 
-VERDICTS = ("improves", "harms", "negligible", "no_effect", "inert", "inconclusive")
 STABILITY_METRICS = ("kl_final", "kl_max", "entropy_ratio_final", "length_growth",
                      "grad_norm_max", "reward_volatility", "checkpoint_regret")
 # Metric names whose smaller values are better, unless --direction says otherwise.
 LOWER_IS_BETTER = ("loss", "kl", "grad_norm", "regret", "volatility", "perplexity", "error",
                    "length_growth")
-BUDGET_KEYS = ("optimizer_steps", "completions", "completion_tokens", "total_lr")
-FLAGGED_BUDGET = ("optimizer_steps", "completions", "total_lr")  # tokens are an outcome
-MIN_OVERLAP = 3  # partly matched seeds: pair on the overlap when it has at least this many
 
 
 def default_direction(metric: str) -> str:
@@ -87,83 +88,6 @@ def verdict(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, alp
     return "inconclusive"
 
 
-def compare(seeds: np.ndarray, a: np.ndarray, has_a: np.ndarray, b: np.ndarray,
-            has_b: np.ndarray, min_effect: float, robust: bool = True) -> Comparison:
-    """One arm against the baseline, both aligned on `seeds` (NaN where a value is absent;
-    `has_*` marks the seeds that have a run).
-
-    Paired on the seeds both have when every arm seed has a baseline partner, or when at
-    least MIN_OVERLAP seeds are shared (the rest are named in a note, not used); Welch on
-    all runs otherwise, with a note. Missing or non-finite values are excluded, with a note.
-    """
-    notes = []
-    va, vb = ~np.isnan(a), ~np.isnan(b)
-    nan_a, nan_b = seeds[has_a & ~va].tolist(), seeds[has_b & ~vb].tolist()
-    if nan_a or nan_b:
-        notes.append(f"metric missing or non-finite for seeds {nan_a} (arm), {nan_b} "
-                     "(baseline): excluded")
-    common = va & vb
-    only_a, only_b = seeds[va & ~vb].tolist(), seeds[vb & ~va].tolist()
-    if common.sum() >= 2 and (not only_a or common.sum() >= MIN_OVERLAP):
-        if only_a or only_b:
-            notes.append(f"paired on the {int(common.sum())} shared seeds; left out: arm seeds "
-                         f"{only_a}, baseline seeds {only_b}")
-        out = paired_compare(a[common], b[common], min_effect, robust=robust)
-    else:
-        notes.append(f"seeds not matched (arm only: {only_a}, baseline only: {only_b}): "
-                     "Welch's t-test on all runs")
-        out = welch_compare(a[va], b[vb], min_effect, robust=robust)
-    out.notes = notes + out.notes
-    return out
-
-
-def _clean(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, np.floating | np.integer):
-        return _clean(x.item())
-    return x
-
-
-def _mean_std(x: np.ndarray) -> tuple[float | None, float | None]:
-    x = x[~np.isnan(x)]
-    return (float(x.mean()) if len(x) else None, float(x.std(ddof=1)) if len(x) > 1 else None)
-
-
-class Stratum:
-    """One (model, task) slice as seed x arm tables, one per metric, built once: every
-    comparison then works on numpy columns, never on row filters."""
-
-    def __init__(self, sub: pd.DataFrame, baseline: str, metrics: list[str]) -> None:
-        self.sub = sub
-        self.baseline = baseline
-        self.arms = [a for a in dict.fromkeys(sub["arm"]) if a != baseline]
-        usable = sub[sub["status"].to_numpy() != "failed"]
-        order = [baseline, *self.arms]
-        self.column_of = {arm: j for j, arm in enumerate(order)}
-        present = usable.assign(_run=1.0).pivot(index="seed", columns="arm", values="_run")
-        self.seeds = present.index.to_numpy()
-        self.has = present.reindex(columns=order).notna().to_numpy()
-        wide = usable.pivot(index="seed", columns="arm", values=metrics) if metrics else None
-        self.tables = {m: wide[m].reindex(index=present.index, columns=order).to_numpy(dtype=float)
-                       for m in metrics}
-        status = sub.groupby("arm")["status"].value_counts().unstack(fill_value=0)
-        self.counts = {arm: (int(row.get("diverged", 0)), int(row.get("failed", 0)))
-                       for arm, row in status.iterrows()}
-
-    def column(self, arm: str, metric: str) -> np.ndarray:
-        if metric not in self.tables:
-            return np.full(len(self.seeds), np.nan)
-        return self.tables[metric][:, self.column_of[arm]]
-
-    def compare(self, arm: str, other: str, metric: str, min_effect: float, robust: bool,
-                other_metric: str | None = None) -> Comparison:
-        j, k = self.column_of[arm], self.column_of[other]
-        return compare(self.seeds, self.column(arm, metric), self.has[:, j],
-                       self.column(other, other_metric or metric), self.has[:, k], min_effect,
-                       robust)
-
-
 def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direction: str,
                    full: bool = True) -> dict:
     """One stratum, one metric: baseline summary and one entry per arm. `full` adds the
@@ -177,9 +101,8 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
         v = verdict(pa, c.ci_low, c.ci_high, ta, s.alpha, s.min_effect, direction)
         if c.exact and c.diff == 0.0 and c.n >= 2:
             v = "no_effect"  # identical on every matched seed: the equivalence is exact
-        needed = seeds_needed(c.test, c.sd, s.min_effect, s.alpha / k) if full else None
         vals = st.column(arm, metric)
-        mean, std = _mean_std(vals)
+        mean, std = mean_std(vals)
         diverged, failed = st.counts.get(arm, (0, 0))
         entry = {
             "arm": arm, "n": int((~np.isnan(vals)).sum()), "mean": mean, "std": std,
@@ -188,17 +111,15 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
             "tost_p": c.tost_p, "tost_p_adjusted": ta, "seed_correlation": c.correlation,
             "mde": mde(c.test, c.sd, c.n, s.alpha / k, n_base=c.n_base) if full else None,
             "diff_sd": c.sd if full else None,  # the test's sd: of paired differences, or pooled
-            "seeds_needed": needed,
-            "more_seeds_needed": (max(0, needed - c.n) if needed is not None else None)
-            if v == "inconclusive" else 0,
+            "seeds_needed": None, "more_seeds_needed": None,  # set by settle_waiting
             "robust_p": c.robust_p, "permutation_p": c.permutation_p,
             "prob_improvement": c.prob_improvement if direction == "higher"
             else 1 - c.prob_improvement,
             "runs_diverged": diverged, "runs_failed": failed, "verdict": v, "notes": c.notes,
         }
-        entries.append({key: _clean(val) for key, val in entry.items()})
+        entries.append({key: clean(val) for key, val in entry.items()})
     bvals = st.column(st.baseline, metric)
-    mean, std = _mean_std(bvals)
+    mean, std = mean_std(bvals)
     baseline = {"n": int((~np.isnan(bvals)).sum()), "mean": mean, "std": std,
                 "runs_failed": st.counts.get(st.baseline, (0, 0))[1]}
     return {"baseline": baseline, "arms": entries, "k": k}
@@ -242,147 +163,23 @@ def apply_ladder(arms: list[dict], ladder: Ladder, pending: int | None, runs: in
                                  "next_seeds": d.rungs[pending] if pending is not None else None}
             continue
         entry["verdict"] = got.verdict
-        if got.verdict != "inconclusive":
-            entry["more_seeds_needed"] = 0
-        entry["adaptive"] = {k: _clean(v) for k, v in asdict(got).items()}
+        entry["adaptive"] = {k: clean(v) for k, v in asdict(got).items()}
     fixed = (len(ladder.arms) + 1) * d.rungs[-1]
     return {"design": asdict(d), "plan": d.table(len(ladder.arms)), "looks_done": ladder.looks_done,
             "pending_look": pending + 1 if pending is not None else None,
             "runs_used": runs, "runs_fixed_n": fixed, "runs_saved": 1 - runs / fixed}
 
 
-# ---------------------------------------------------------------------------- activity, budget
-def activity(st: Stratum) -> dict[str, dict]:
-    """Per arm: how much its trick acted (mean over runs of the record's `activity.acted`),
-    what was counted, and whether the arm is the baseline by construction."""
-    sub = st.sub
-    if "activity" not in sub.columns:
-        return {}
-    groups = dict(iter(sub.groupby("arm", sort=False)))
-    base_keys = set(groups[st.baseline]["config_key"].dropna())
-    detail_cols = [c for c in sub.columns if c.startswith("activity/")]
-    value_cols = [c for c in sub.columns if c.startswith("values/")]
-    out: dict[str, dict] = {}
-    for arm in st.arms:
-        rows = groups[arm]
-        keys = set(rows["config_key"].dropna())
-        acted = rows["activity"].dropna()
-        if keys and keys == base_keys:
-            out[arm] = {"acted": 0.0, "measure": "identical to the baseline by construction",
-                        "details": {}}
-        elif len(acted):
-            means = rows[detail_cols].mean()
-            measure = rows["activity_measure"].dropna()
-            values = rows[value_cols].mean()
-            out[arm] = {"acted": float(acted.mean()),
-                        "measure": measure.iloc[0] if len(measure) else None,
-                        "details": {c.split("/", 1)[1]: _clean(v) for c, v in means.items()
-                                    if not math.isnan(v)}}
-            # The values the trick used, in reward units (the mean over seeds: one value
-            # unless they were measured per run).
-            used = {c.split("/", 1)[1]: _clean(v) for c, v in values.items() if not math.isnan(v)}
-            if used:
-                out[arm]["values"] = used
-    return out
-
-
-def budget(st: Stratum) -> dict[str, dict]:
-    """Per arm: mean optimizer steps, completions, completion tokens and total LR, their
-    ratio to the baseline's, and which planned quantities differ (by more than 1%)."""
-    cols = [k for k in BUDGET_KEYS if f"budget/{k}" in st.sub.columns]
-    if not cols:
-        return {}
-    means = st.sub.groupby("arm")[[f"budget/{k}" for k in cols]].mean()
-    if st.baseline not in means.index:
-        return {}
-    base = means.loc[st.baseline]
-    out = {}
-    for arm in [st.baseline, *st.arms]:
-        if arm not in means.index:
-            continue
-        row = {k: _clean(float(means.loc[arm, f"budget/{k}"])) for k in cols}
-        ratio = {k: _clean(float(means.loc[arm, f"budget/{k}"] / base[f"budget/{k}"]))
-                 if base[f"budget/{k}"] else None for k in cols}
-        differs = [k for k in FLAGGED_BUDGET if ratio.get(k) is not None and abs(ratio[k] - 1) > 0.01]
-        out[arm] = {**row, "ratio": ratio, "differs": differs}
-    return out
-
-
-def ema_vs_raw(st: Stratum, s: Settings) -> list[dict]:
-    """Arms that evaluate averaged weights: their metric against the same run's raw weights,
-    paired by seed (Holm over those arms), and checkpoint regret for both."""
-    raw = f"raw/{s.metric}"
-    out, comps = [], []
-    for arm in [st.baseline, *st.arms]:
-        if np.isnan(st.column(arm, raw)).all():
-            continue
-        c = st.compare(arm, arm, s.metric, s.min_effect, robust=False, other_metric=raw)
-        comps.append(c)
-        out.append({"arm": arm, "n": c.n, "ema_mean": _mean_std(st.column(arm, s.metric))[0],
-                    "raw_mean": _mean_std(st.column(arm, raw))[0], "diff": _clean(c.diff),
-                    "ci_low": _clean(c.ci_low), "ci_high": _clean(c.ci_high),
-                    "p_value": _clean(c.p_value),
-                    "regret_ema": _mean_std(st.column(arm, "stability/checkpoint_regret"))[0],
-                    "regret_raw": _mean_std(st.column(arm, "stability/checkpoint_regret_raw"))[0],
-                    "notes": c.notes})
-    for entry, pa in zip(out, adjust([c.p_value for c in comps], "holm"), strict=True):
-        entry["p_adjusted"] = _clean(pa)
-    return out
-
-
-def apply_activity(arms: list[dict], acts: dict[str, dict], s: Settings) -> None:
-    """An arm whose trick hardly acted is `inert`, not `no_effect`: it was not tested."""
+def settle_waiting(arms: list[dict], s: Settings, comparisons: int,
+                   design: Design | None) -> None:
+    """Each arm's `waiting_on` (None when decided) and the seeds it names: the one answer the
+    table, report.json and the recipe give (stats/waiting.py)."""
     for entry in arms:
-        act = acts.get(entry["arm"])
-        entry["activity"] = act
-        if act is None:
-            continue
-        if act["acted"] < s.inert_below:
-            if entry["verdict"] in ("no_effect", "negligible", "inconclusive"):
-                entry["verdict"] = "inert"
-                entry["more_seeds_needed"] = 0
-            else:
-                entry["notes"].append(f"the trick acted on only {act['acted']:.1%} "
-                                      f"({act['measure']}), yet the outcome moved")
-
-
-# ---------------------------------------------------------------------------- illusion, recipe
-def single_run_illusion(st: Stratum, arms: list[dict], s: Settings, direction: str) -> dict:
-    """How often one seed's comparison (trick seed s vs baseline seed s) disagrees with
-    the multi-seed verdict: pointing the other way or claiming more than it."""
-    sign = 1.0 if direction == "higher" else -1.0
-    base = st.column(st.baseline, s.metric)
-    per_arm, single_improves, unconfirmed = {}, 0, 0
-    for entry in arms:
-        d = sign * (st.column(entry["arm"], s.metric) - base)
-        d = d[~np.isnan(d)]
-        calls = ["improves" if x >= s.min_effect else "harms" if x <= -s.min_effect
-                 else "negligible" for x in d]
-        disagree = sum(_disagrees(c, entry["verdict"]) for c in calls)
-        n_improves = calls.count("improves")
-        single_improves += n_improves
-        unconfirmed += n_improves if entry["verdict"] != "improves" else 0
-        per_arm[entry["arm"]] = {"single_runs": len(calls),
-                                 "disagree_fraction": disagree / len(calls) if calls else None}
-    return {"per_arm": per_arm, "single_run_improves": single_improves,
-            "unconfirmed_improves": unconfirmed,
-            "unconfirmed_fraction": unconfirmed / single_improves if single_improves else None}
-
-
-def _disagrees(single_call: str, verdict: str) -> bool:
-    """A single seed disagrees when it claims a direction the verdict does not confirm, or
-    calls it negligible where the verdict found a direction."""
-    if single_call == "negligible":
-        return verdict in ("improves", "harms")
-    return single_call != verdict
-
-
-def recipe(arms: list[dict]) -> dict:
-    by = {v: [a["arm"] for a in arms if a["verdict"] == v] for v in VERDICTS}
-    return {"keep": by["improves"], "safe_to_drop": by["no_effect"] + by["negligible"],
-            "avoid": by["harms"], "untested": by["inert"],
-            "undecided": [{"arm": a["arm"], "more_seeds_needed": a["more_seeds_needed"]}
-                          for a in arms if a["verdict"] == "inconclusive"]}
+        w = waiting_on(entry, s.min_effect, s.alpha, comparisons,
+                       design if entry.get("adaptive") else None)
+        entry["waiting_on"] = w
+        entry["seeds_needed"] = w["seeds"] if w else None
+        entry["more_seeds_needed"] = w["more_seeds"] if w else None
 
 
 # ---------------------------------------------------------------------------- the whole report
@@ -434,7 +231,8 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
         if s.sequential is not None and s.sequential.metric == s.metric:
             ladder, pending = replay_ladder(st, s.sequential, direction)
             adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub))
-        apply_activity(primary["arms"], activity(st), s)
+        apply_activity(primary["arms"], activity(st), s.inert_below)
+        settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
         stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                    "arms": primary["arms"], "comparisons": primary["k"]}
         if adaptive:
@@ -450,13 +248,14 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
             for m in STABILITY_METRICS if f"stability/{m}" in numeric
             and sub[f"stability/{m}"].notna().any()}
         stratum["budget"] = budget(st)
-        stratum["ema_vs_raw"] = ema_vs_raw(st, s)
-        stratum["single_run_illusion"] = single_run_illusion(st, primary["arms"], s, direction)
+        stratum["ema_vs_raw"] = ema_vs_raw(st, s.metric, s.min_effect)
+        stratum["single_run_illusion"] = single_run_illusion(st, primary["arms"], s.metric,
+                                                           s.min_effect, direction)
         stratum["recipe"] = recipe(primary["arms"])
         stratum["failures"] = [
-            {k: _clean(r.get(k)) for k in ("arm", "seed", "status", "error", "run_id")}
+            {k: clean(r.get(k)) for k in ("arm", "seed", "status", "error", "run_id")}
             for r in sub[sub["status"] != "completed"].to_dict("records")]
-        stratum["diagnostics"] = _diagnostics(sub)
+        stratum["diagnostics"] = diagnostics(sub)
         out["strata"].append(stratum)
     out["sign_flips"] = sign_flips(out["strata"])
     return out
@@ -473,17 +272,6 @@ def _check_one_recipe(sub: pd.DataFrame, baseline: str, model: str, task: str) -
         raise UserError(f"{model}/{task}: the {baseline} runs come from {len(keys)} different "
                         f"recipes ({', '.join(dirs) or 'one folder'}); allowed: one recipe per "
                         "report (report those sweeps separately)")
-
-
-def _diagnostics(sub: pd.DataFrame) -> dict:
-    if "diagnostic_rules" not in sub.columns:
-        return {}
-    out: dict[str, dict[str, int]] = {}
-    for arm, rules in zip(sub["arm"], sub["diagnostic_rules"].fillna(""), strict=True):
-        for rule in filter(None, str(rules).split(",")):
-            out.setdefault(arm, {}).setdefault(rule, 0)
-            out[arm][rule] += 1
-    return out
 
 
 def sign_flips(strata: list[dict]) -> list[str]:

@@ -9,31 +9,20 @@ duplicated (arm, seed) rows (exact copies dropped with a note, conflicting ones 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from grpo_ablate.config.identity import computation_key
+from grpo_ablate.config.review import recipe_departures
 from grpo_ablate.errors import UserError
-from grpo_ablate.recipe import recipe_departures
-from grpo_ablate.store import STATUSES
+from grpo_ablate.records import STATUSES, scan_records
+from grpo_ablate.runtime import describe_machine
 
 ID_COLUMNS = ("arm", "seed", "model", "task", "status")
 KEY = ["model", "task", "arm", "seed"]
-# Keys that never change a run's computation: two arms whose configs differ only here are
-# identical by construction.
-_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "run_cache", "logger")
-
-
-def computation_key(config: dict) -> str:
-    """A hash of what a run computes, without the arm's name and the seed."""
-    ident = {k: v for k, v in config.items() if k not in _BOOKKEEPING}
-    trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
-    blob = json.dumps({**ident, "trainer": trainer}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def records_table(records) -> pd.DataFrame:
@@ -45,7 +34,9 @@ def records_table(records) -> pd.DataFrame:
                "config_key": computation_key(r.config) if r.config else None,
                "recipe_departures": "; ".join(recipe_departures(r.config)),
                "diagnostic_rules": ",".join(sorted({d["rule"] for d in r.diagnostics})),
-               "wall_seconds": r.wall_seconds}
+               "wall_seconds": r.wall_seconds,
+               "machine_id": (r.machine or {}).get("numeric_id"),
+               "machine": describe_machine(r.machine) if r.machine else None}
         row.update({k: (math.nan if v is None else v) for k, v in r.metrics.items()})
         row.update({f"stability/{k}": (math.nan if v is None else v)
                     for k, v in r.stability.items()})
@@ -66,8 +57,6 @@ def load_results(paths: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
     if len(paths) == 1 and not paths[0].is_dir():
         df, warnings = _load_csv(paths[0]), []
     else:
-        from grpo_ablate.store import scan_records
-
         records, warnings = [], []
         for path in paths:
             if not path.is_dir():
@@ -176,7 +165,24 @@ def _normalise(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def metric_columns(df: pd.DataFrame) -> list[str]:
     """Numeric columns a user could pick as --metric."""
     skip = set(ID_COLUMNS) | {"run_id", "error", "sweep_dir", "config_key", "diagnostic_rules",
-                              "recipe_departures",
+                              "recipe_departures", "machine_id", "machine",
                               "wall_seconds", "activity", "activity_measure"}
     return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])
             and not c.startswith(("budget/", "activity/", "values/"))]
+
+
+def machines_note(df: pd.DataFrame) -> str | None:
+    """A warning when the runs were computed on more than one machine (numeric identity):
+    each run is valid, but runs of one seed on two machines are not bitwise comparable, and
+    an arm 'identical to the baseline' can differ there (docs/determinism.md)."""
+    if "machine_id" not in df.columns:
+        return None
+    ran = df[df["status"] != "failed"].dropna(subset=["machine_id"])
+    kinds = ran.groupby("machine_id")["machine"].first()
+    if len(kinds) < 2:
+        return None
+    counts = ran["machine_id"].value_counts()
+    where = "; ".join(f"{counts[m]} runs on {kinds[m]} [{m}]" for m in counts.index)
+    return (f"the runs were computed on {len(kinds)} machines ({where}): the same config and seed "
+            "give other numbers on another CPU or GPU, so matched seeds across machines are "
+            "paired by seed but not bitwise comparable")

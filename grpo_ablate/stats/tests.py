@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import integrate, optimize, special, stats
 
 # Differences whose spread is this small relative to the values are exact shifts: decimals
 # like 0.61 + 0.03 give an sd of 4e-17, not a measurement (a t-test would say p = 1e-105).
@@ -267,3 +267,46 @@ def seeds_needed(test: str, sd: float, effect: float, alpha: float, power_target
             return None
         else:
             lo, width = int(ns[-1]) + 1, width * 2
+
+
+def tost_power(diff: float, sd: float, n: int, alpha: float, margin: float,
+               test: str = "paired_t") -> float:
+    """Power of the equivalence test (TOST, each one-sided test at `alpha`) to show
+    |true difference| < margin when the true difference is `diff`, with n seeds per arm.
+
+    Exact for the paired t (and, with equal n, the pooled two-sample t Welch approximates):
+    the mean difference is normal around `diff` with standard error a = sd/sqrt(n) (paired)
+    or sd*sqrt(2/n); the sample sd is chi-square distributed. TOST rejects when
+    -margin + c*se < mean < margin - c*se, c the one-sided t quantile; integrated over the
+    sample sd."""
+    if n < 2 or not sd > 0 or margin <= 0 or abs(diff) >= margin:
+        return 0.0 if n >= 2 and sd > 0 else math.nan
+    df = n - 1 if test == "paired_t" else 2 * n - 2
+    a = sd / math.sqrt(n) if test == "paired_t" else sd * math.sqrt(2.0 / n)
+    c = float(stats.t.ppf(1 - alpha, df))
+    hi = df * (margin / (a * c)) ** 2  # beyond this chi-square value the interval is empty
+
+    def given_v(v: float) -> float:
+        half = c * math.sqrt(v / df)
+        inside = special.ndtr((margin - diff) / a - half) - special.ndtr((-margin - diff) / a + half)
+        return max(0.0, float(inside)) * float(stats.chi2.pdf(v, df))
+
+    value, _ = integrate.quad(given_v, 0.0, hi, limit=200)
+    return float(min(1.0, value))
+
+
+def first_n(power_at, start: int, power_target: float = 0.8, max_n: int = 10_000) -> int | None:
+    """The smallest n >= start with power_at(n) >= power_target (power rising in n), or None
+    below max_n: doubling, then bisection."""
+    start = max(2, start)
+    if power_at(start) >= power_target:
+        return start
+    lo, hi = start, start * 2
+    while power_at(hi) < power_target:
+        lo, hi = hi, hi * 2
+        if lo >= max_n:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if power_at(mid) >= power_target else (mid, hi)
+    return hi if hi <= max_n else None

@@ -7,6 +7,7 @@ nothing about chat."""
 
 from __future__ import annotations
 
+from grpo_ablate.models import ensure_tiny_reward_model
 from grpo_ablate.tasks.base import TextTask
 
 RM_BATCH = 32
@@ -40,8 +41,6 @@ class ChatTask(TextTask):
 
             path = self.cfg.get("reward_model")
             if not path:
-                from grpo_ablate.policy import ensure_tiny_reward_model
-
                 path = str(ensure_tiny_reward_model(self))
             device = "cuda" if torch.cuda.is_available() else "cpu"
             model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()

@@ -1,4 +1,7 @@
-"""What every task's held-out evaluation shares: it must never change the training run."""
+"""What every task's held-out evaluation shares: batched generation (split over the processes
+of a multi-process run, or on TRL's vLLM engine), in an isolated RNG, so it never changes the
+training run. torch is imported inside the functions: the config layer imports the tasks
+to check their data, and must not load torch to do so."""
 
 from __future__ import annotations
 
@@ -6,14 +9,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-import torch
-
 
 @contextmanager
 def isolated_rng(seed: int) -> Iterator[None]:
     """Seed the evaluation's sampling, and restore every RNG the seeding touches afterwards:
     the CPU generator and every CUDA device's. (`fork_rng(devices=[])` alone restores only
     the CPU, while `manual_seed` reseeds CUDA too: evaluations would perturb GPU training.)"""
+    import torch  # heavy: loaded where a model is evaluated
+
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=devices, device_type="cuda"):
         torch.manual_seed(seed)
@@ -100,6 +103,8 @@ def policy_rewards(task, model, tokenizer, max_new_tokens: int, temperature: flo
     texts = [r["prompt"] if isinstance(r["prompt"], str) else
              tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
              for r in rows]
+    import torch  # heavy: loaded where a model generates
+
     was_training = model.training
     model.eval()
     try:

@@ -2,7 +2,7 @@
 multirun with `adaptive.enabled=true` runs the pre-declared seed ladder, one launch per rung
 on whatever launcher is configured, as the Optuna and Ax sweepers decide their next batch
 from results. Hydra loads sweepers only from the hydra_plugins package; the ladder itself is
-grpo_ablate.adaptive.run_ladder, which `grpo-ablate sweep` drives the same way."""
+grpo_ablate.launch.adaptive.run_ladder, which `grpo-ablate sweep` drives the same way."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from omegaconf import DictConfig, OmegaConf
 
 class LadderSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
-        from grpo_ablate.app import driven_by_cli
+        from grpo_ablate.runtime import driven_by_cli
 
         adaptive = OmegaConf.select(self.config, "adaptive")
         # `grpo-ablate sweep` runs the ladder itself and hands Hydra one rung at a time.
         if driven_by_cli() or not (
                 isinstance(adaptive, DictConfig) and adaptive.get("enabled") is True):
             return super().sweep(arguments)
-        from grpo_ablate.adaptive import run_ladder, swept_key
+        from grpo_ablate.launch.adaptive import run_ladder, swept_key  # pandas, scipy: here only
 
         self._job_idx = 0
         every = [*self._parse_config(), *arguments]  # the sweep file's params, then the line's
@@ -47,7 +47,7 @@ class LadderSweeper(BasicSweeper):
 
         specs = [validate(self.hydra_context.config_loader.load_sweep_config(self.config, job))
                  for job in self._jobs(overrides)]
-        check_layout(specs)
+        check_layout([(s.arm, s.config) for s in specs])
         return specs
 
     def _launch(self, overrides: list[str]) -> None:

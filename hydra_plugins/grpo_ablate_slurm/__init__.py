@@ -1,6 +1,6 @@
 """grpo-ablate's Slurm launcher (`launcher=slurm`): hydra-submitit-launcher's, plus a failed
 record for every run whose job ends without one. Hydra loads launchers only from the
-hydra_plugins package; the logic is in grpo_ablate/slurm.py."""
+hydra_plugins package; the logic is in grpo_ablate/launch/slurm.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ except ImportError:  # the [launchers] extra is not installed: no Slurm launcher
     submitit_launcher = None
 
 if submitit_launcher is not None:
-    from grpo_ablate.slurm import record_unfinished, settled_jobs
+    from grpo_ablate.launch.slurm import record_unfinished, settled_jobs
 
     class SlurmLauncher(submitit_launcher.SlurmLauncher):
         def launch(self, job_overrides: Sequence[Sequence[str]],

@@ -25,7 +25,7 @@ import torch
 from accelerate.utils import gather
 from trl import GRPOTrainer
 
-from grpo_ablate.tricks import (
+from grpo_ablate.training.tricks import (
     filter_active,
     global_adv_norm_share,
     kept_loss_scale,
@@ -58,15 +58,15 @@ def check_trl_compat() -> None:
             ["self", "prompts", "images", "num_generations"] \
             or "_last_loaded_step" not in inspect.getsource(GRPOTrainer._generate_single_turn):
         raise RuntimeError(f"trl's VLLMGeneration or its weight sync changed ({moved or 'generate'})"
-                           ": re-check AblationGRPOTrainer.vllm_texts in grpo_ablate/trl_hooks.py")
+                           ": re-check AblationGRPOTrainer.vllm_texts in grpo_ablate/training/trl_hooks.py")
     for name, params in HOOKED.items():
         method = getattr(GRPOTrainer, name, None)
         if method is None:
-            raise RuntimeError(f"trl.GRPOTrainer.{name} is gone: re-check grpo_ablate/trl_hooks.py")
+            raise RuntimeError(f"trl.GRPOTrainer.{name} is gone: re-check grpo_ablate/training/trl_hooks.py")
         got = list(inspect.signature(method).parameters)
         if got != params:
             raise RuntimeError(f"trl.GRPOTrainer.{name}{got} changed from {params}: "
-                               "re-check grpo_ablate/trl_hooks.py")
+                               "re-check grpo_ablate/training/trl_hooks.py")
 
 
 class AblationGRPOTrainer(GRPOTrainer):

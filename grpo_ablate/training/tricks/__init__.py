@@ -5,15 +5,15 @@ see conf/trick/. trl_hooks.py wires these functions into TRL's GRPOTrainer.
 One file per family: reward_shaping (clip, length penalty), advantages (global
 normalisation, low-reward filtering), ema (weight averaging)."""
 
-from grpo_ablate.tricks.advantages import (
+from grpo_ablate.training.tricks.advantages import (
     apply_global_adv_norm,
     filter_active,
     global_adv_norm_share,
     kept_loss_scale,
     low_reward_keep_mask,
 )
-from grpo_ablate.tricks.ema import WeightEMA
-from grpo_ablate.tricks.reward_shaping import (
+from grpo_ablate.training.tricks.ema import WeightEMA
+from grpo_ablate.training.tricks.reward_shaping import (
     apply_length_penalty,
     apply_reward_clip,
     shape_rewards,

@@ -1,9 +1,17 @@
-"""A content-addressed store of finished runs, shared across sweeps: `<run_cache>/<run_id>/`
-holds a run's record and history, keyed by the hash of everything that changes its
-computation (config.run_id). A sweep that needs a run the cache holds copies it instead of
-training it, and the copy's record says where it came from (`origin`). Entries are checked
-like records (schema, checksum), and an entry whose config does not hash to its key, or that
-is not a finished run, is refused and the run is trained."""
+"""A content-addressed store of finished runs, shared across sweeps:
+`<run_cache>/<machine numeric_id>/<run_id>/` holds a run's record and history, keyed by the
+hash of everything that changes its computation (config.run_id) and by the machine that
+computed it. A sweep that needs a run the cache holds copies it instead of training it, and
+the copy's record says where it came from (`origin`).
+
+Why the machine is part of the key: the same config and seed give bitwise the same record on
+one machine, whatever the launcher, but another CPU model or a GPU gives other numbers. A
+cache hit must be what training here would have given, so a sweep's records never depend on
+which machine filled a shared cache (docs/determinism.md).
+
+Entries are checked like records (schema, checksum); an entry whose config does not hash to
+its key, that was computed on another machine, or that is not a finished run is refused
+and the run is trained."""
 
 from __future__ import annotations
 
@@ -12,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from grpo_ablate.config import RunSpec, run_id
-from grpo_ablate.store import (
+from grpo_ablate.records import (
     RECORD_NAME,
     CorruptRecord,
     RunRecord,
@@ -21,18 +29,23 @@ from grpo_ablate.store import (
     read_record,
     write_record,
 )
+from grpo_ablate.runtime import numeric_id
 
 log = logging.getLogger(__name__)
 
 
-def cache_dir(spec: RunSpec) -> Path | None:
+def cache_dir(spec: RunSpec, machine_id: str | None = None) -> Path | None:
     where = spec.config.get("run_cache")
-    return Path(where) / spec.run_id if where else None
+    if not where:
+        return None
+    machine_id = machine_id or numeric_id(spec.config["trainer"]["use_cpu"])
+    return Path(where) / machine_id / spec.run_id
 
 
 def store(spec: RunSpec, record: RunRecord, history: list[dict]) -> None:
     """Keep a finished run (completed or diverged, trained here) for other sweeps."""
-    entry = cache_dir(spec)
+    machine_id = (record.machine or {}).get("numeric_id")
+    entry = cache_dir(spec, machine_id) if machine_id else None
     if entry is None or record.status == "failed" or record.origin is not None:
         return
     try:
@@ -43,7 +56,7 @@ def store(spec: RunSpec, record: RunRecord, history: list[dict]) -> None:
 
 
 def lookup(spec: RunSpec) -> tuple[RunRecord, list[dict], Path] | None:
-    """The cached run for this spec, if the cache holds a valid one."""
+    """The cached run for this spec on this machine, if the cache holds a valid one."""
     entry = cache_dir(spec)
     if entry is None or not (entry / RECORD_NAME).is_file():
         return None
@@ -55,6 +68,9 @@ def lookup(spec: RunSpec) -> tuple[RunRecord, list[dict], Path] | None:
     if record.status == "failed" or record.run_id != spec.run_id or \
             run_id(record.config) != spec.run_id:
         log.warning("run cache entry refused: %s is not run %s", entry, spec.run_id)
+        return None
+    if (record.machine or {}).get("numeric_id") != entry.parent.name:
+        log.warning("run cache entry refused: %s was computed on another machine", entry)
         return None
     return record, read_history(entry), entry
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from transformers import TrainerCallback
 
 from grpo_ablate.pausepoints import pause_point
-from grpo_ablate.tricks import WeightEMA
+from grpo_ablate.training.tricks import WeightEMA
 
 # Per-step keys kept in history.jsonl (TRL's names), when the trainer logs them.
 HISTORY_KEYS = (
@@ -63,8 +63,8 @@ class EvalCallback(TrainerCallback):
     With EMA on, the policy is the averaged weights (updated after every optimizer step),
     and the raw weights are evaluated beside them under `raw/eval/`.
 
-    `evaluate(model, final)` returns a metrics dict; `on_eval(step, prefix, metrics)` sees
-    each one as it is made (W&B curves)."""
+    `evaluate(model, final, step)` returns a metrics dict; `on_eval(step, prefix, metrics)`
+    sees each one as it is made (W&B curves)."""
 
     def __init__(self, evaluate: Callable, history: HistoryCallback, every_steps: int,
                  ema_decay: float | None, guard: DivergenceGuard,
@@ -83,10 +83,10 @@ class EvalCallback(TrainerCallback):
     def _run(self, model, step: int, final: bool = False) -> None:
         if self.ema is not None:
             with self.ema.swapped_in(model):
-                self._add(step, "eval/", self.evaluate(model, final), self.evals)
-            self._add(step, "raw/eval/", self.evaluate(model, final), self.raw_evals)
+                self._add(step, "eval/", self.evaluate(model, final, step), self.evals)
+            self._add(step, "raw/eval/", self.evaluate(model, final, step), self.raw_evals)
         else:
-            self._add(step, "eval/", self.evaluate(model, final), self.evals)
+            self._add(step, "eval/", self.evaluate(model, final, step), self.evals)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.ema_decay is not None:

@@ -29,42 +29,27 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from grpo_ablate.config import CONF_DIR, RunSpec
-from grpo_ablate.store import RunRecord
+from grpo_ablate.config import RunSpec
+from grpo_ablate.config.layout import gpus_for
+from grpo_ablate.config.paths import ACCELERATE_DIR
+from grpo_ablate.errors import UserError
+from grpo_ablate.models import resolve_model_path
+from grpo_ablate.records import RunRecord
+from grpo_ablate.runtime import apply_thread_share, quiet_libraries, visible_gpus
+from grpo_ablate.tasks import get_task
+from grpo_ablate.training.outcome import make_record
 
-ACCELERATE_DIR = CONF_DIR / "accelerate"
 RESULT, ERRORS, LOG = "result.json", "error-rank*.txt", "processes.log"
 GPU_LOCKS = Path(tempfile.gettempdir()) / "grpo-ablate-gpu-locks"
 
 
 # ---------------------------------------------------------------------------- placement
-def visible_gpus() -> list[str]:
-    """The GPUs this process may hand out: CUDA_VISIBLE_DEVICES if set, else every device."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
-    import torch
-
-    return [str(i) for i in range(torch.cuda.device_count())]
-
-
-def gpus_for(config: dict) -> int:
-    """GPUs one run needs to itself: launch.gpus_per_job, else one per process on a GPU
-    machine; 0 on a CPU run."""
-    launch = config["launch"]
-    if config["trainer"]["use_cpu"]:
-        return 0
-    return launch.get("gpus_per_job") or launch["processes"]
-
-
 @contextmanager
 def reserve_gpus(count: int, gpus: list[str], lock_dir: Path = GPU_LOCKS,
                  wait_s: float = 0.5) -> Iterator[list[str]]:
     """Hold `count` of `gpus` for the duration (one lock file per GPU, machine-wide, so
     concurrent sweeps share them too); waits until that many are free."""
     if count > len(gpus):
-        from grpo_ablate.errors import UserError
-
         raise UserError(f"launch.gpus_per_job={count}: only {len(gpus)} GPU(s) visible "
                         f"({','.join(gpus) or 'none'}); allowed: at most {len(gpus)}")
     lock_dir.mkdir(parents=True, exist_ok=True)
@@ -114,19 +99,15 @@ def launch_command(config: dict, spec_file: Path, work: Path) -> list[str]:
             "--num_processes", str(procs), "--num_machines", "1",
             "--main_process_port", str(launch.get("port") or free_port()),
             "--num_cpu_threads_per_process", str(threads),
-            "-m", "grpo_ablate.distributed", str(spec_file), str(work)]
+            "-m", "grpo_ablate.launch.distributed", str(spec_file), str(work)]
 
 
 def train_in_processes(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
     """Train `spec` in child processes; never raises for what happens in them."""
-    from grpo_ablate.train import make_record, resolve_model_path
-
     cfg = spec.config
     start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="grpo-ablate-processes-"))
     try:
-        from grpo_ablate.tasks import get_task
-
         # Built (or found in the cache) once, here, not raced for by N processes.
         resolve_model_path(cfg, get_task(cfg["task"]))
         spec_file = work / "spec.json"
@@ -175,16 +156,11 @@ def main(argv: list[str]) -> int:
     data = json.loads(spec_file.read_text())
     spec = RunSpec(config=data["config"], run_id=data["run_id"])
     rank = int(os.environ.get("RANK", "0"))
-    from grpo_ablate.app import quiet_libraries
-
     quiet_libraries()
-    threads = os.environ.get("GRPO_ABLATE_THREADS")
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
+    apply_thread_share()
     try:
-        from grpo_ablate.train import train_one
+        # heavy (torch, transformers, TRL): this is a process that trains
+        from grpo_ablate.training.train import train_one
 
         record, history = train_one(spec, raise_errors=True)
     except BaseException as exc:  # noqa: BLE001 - reported to the launching process
@@ -195,7 +171,7 @@ def main(argv: list[str]) -> int:
         tmp = work / f".{RESULT}.tmp"
         tmp.write_text(json.dumps({"record": asdict(record), "history": history}))
         tmp.rename(work / RESULT)
-    import torch.distributed as dist
+    import torch.distributed as dist  # heavy: already loaded by the training above
 
     if dist.is_initialized():  # every process done writing, then a clean gloo/NCCL exit
         dist.barrier()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from grpo_ablate.config import CONF_DIR
+from grpo_ablate.config.paths import CONF_DIR
 
 
 def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:

@@ -1,80 +1,18 @@
-"""Execute one job of a run or sweep (skip it if its record exists, lock it, train it, write
-its record), and show a sweep's progress from the records on disk.
-
-Progress is read from disk by the launching process, not counted inside the jobs, so it is
-the same under every Hydra launcher (in-process, joblib workers, submitit, Slurm): the
-folder of records is the single source of truth."""
+"""A sweep's progress, read from the records on disk by the launching process, not counted
+inside the jobs: the same under every Hydra launcher (in-process, joblib workers, submitit,
+Slurm). One whole line per finished run, with an ETA."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from grpo_ablate import run_cache
 from grpo_ablate.config import RunSpec
-from grpo_ablate.store import (
-    RECORD_NAME,
-    CorruptRecord,
-    clean_partials,
-    read_record,
-    record_exists,
-    run_lock,
-    write_record,
-)
-
-_SAY = threading.Lock()
-
-
-def say(line: str, stream=None) -> None:
-    """One whole line to stderr: the progress watcher (a thread) and the runs print at once,
-    and print() writes the text and its newline separately, so lines could interleave."""
-    with _SAY:
-        out = stream or sys.stderr
-        out.write(line + "\n")
-        out.flush()
-
-
-def execute(spec: RunSpec) -> str:
-    """Run one spec to a record. Returns what happened: trained, skipped, or busy."""
-    run_dir = spec.run_dir
-    if record_exists(run_dir):  # before any model is loaded: a finished sweep re-runs in seconds
-        return "skipped (record exists)"
-    with run_lock(spec.sweep_dir, spec.run_id) as held:
-        if not held:
-            return "busy (another sweep is training it)"
-        if record_exists(run_dir):  # finished by another sweep while we waited
-            return "skipped (record exists)"
-        clean_partials(run_dir)
-        if run_cache.adopt(spec):
-            return "reused (run cache)"
-        from grpo_ablate.distributed import needs_processes, train_in_processes
-        from grpo_ablate.train import train_one
-
-        say(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})")
-        train = train_in_processes if needs_processes(spec.config) else train_one
-        record, history = train(spec)
-        write_record(run_dir, record, history)
-        run_cache.store(spec, record, history)
-        return record.status
-
-
-def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
-    """The runs of a sweep that still need training (no completed or diverged record), after
-    copying in what the run cache holds; and how many were copied."""
-    todo, reused = [], 0
-    for spec in specs:
-        if record_exists(spec.run_dir):
-            continue
-        with run_lock(spec.sweep_dir, spec.run_id) as held:
-            if held and not record_exists(spec.run_dir) and run_cache.adopt(spec):
-                reused += 1
-                continue
-        todo.append(spec)
-    return todo, reused
+from grpo_ablate.records import RECORD_NAME, CorruptRecord, read_record, record_exists
+from grpo_ablate.runtime import say
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The embedded tiny policy: a real transformers causal LM with a character tokenizer,
-built from a config and SFT-trained locally, cached on disk by config hash.
+built from a config and SFT-trained locally, cached on disk by config hash; and the chat
+task's tiny reward model. torch, tokenizers and transformers are imported inside the
+functions that build (heavy; importing this module stays cheap).
 
-Real hub models skip all of this: `model.path` names a hub id or a local checkpoint.
+Real checkpoints skip all of this: `model.path` names a hub id or a local checkpoint.
 """
 
 from __future__ import annotations
@@ -11,19 +13,22 @@ import json
 import os
 import random
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from filelock import FileLock
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from grpo_ablate.runtime import cache_root, say
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 
 
-def build_tokenizer(chars: list[str]) -> PreTrainedTokenizerFast:
+def build_tokenizer(chars: list[str]):
     """A character tokenizer over the task's alphabet (one token per character)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast  # heavy
+
     vocab = {tok: i for i, tok in enumerate(SPECIALS + chars)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
@@ -37,16 +42,14 @@ def build_tokenizer(chars: list[str]) -> PreTrainedTokenizerFast:
     )
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("GRPO_ABLATE_CACHE", Path.home() / ".cache" / "grpo-ablate"))
-
-
 def policy_key(arch: dict[str, Any], sft: dict[str, Any], task: dict[str, Any]) -> str:
     blob = json.dumps({"arch": arch, "sft": sft, "task": task, "v": 2}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _sft_batch(task, rng, tokenizer, batch_size):
+    import torch  # heavy
+
     pairs = [task.sft_sample(rng) for _ in range(batch_size)]
     ids = [tokenizer(p + c)["input_ids"] + [tokenizer.eos_token_id] for p, c in pairs]
     width = max(len(x) for x in ids)
@@ -59,8 +62,12 @@ def _sft_batch(task, rng, tokenizer, batch_size):
     return input_ids, labels
 
 
-def sft_train(arch: dict, sft: dict, task, out_dir: Path) -> None:
-    """Teacher-forced SFT on the task's demonstrations; deterministic for a given config."""
+def sft_train(arch: dict, sft: dict, task, out_dir: Path, progress=None) -> None:
+    """Teacher-forced SFT on the task's demonstrations; deterministic for a given config.
+    `progress(step, steps)` is called now and then (the build's progress line)."""
+    import torch  # heavy
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     torch.manual_seed(sft["seed"])
     rng = random.Random(sft["seed"])
     tokenizer = build_tokenizer(task.policy_alphabet())
@@ -76,7 +83,9 @@ def sft_train(arch: dict, sft: dict, task, out_dir: Path) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=sft["lr"], weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / sft["steps"])
     model.train()
-    for _ in range(sft["steps"]):
+    for step in range(sft["steps"]):
+        if progress is not None:
+            progress(step, sft["steps"])
         input_ids, labels = _sft_batch(task, rng, tokenizer, sft["batch_size"])
         mask = (input_ids != tokenizer.pad_token_id).long()
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
@@ -104,9 +113,31 @@ def ensure_tiny_policy(arch: dict, sft: dict, task) -> Path:
             return final
         tmp = root / f".{key}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        sft_train(arch, sft, task, tmp)
+        what = f"building the embedded policy for task {task.name} (first use; cached in {final})"
+        sft_train(arch, sft, task, tmp, progress=ProgressLine(what))
         os.replace(tmp, final)
     return final
+
+
+class ProgressLine:
+    """`<what>: step 300/1500, ETA 2m10s`, about every 10% of the steps and at most every 10 s
+    apart (the rate from the steps done so far)."""
+
+    def __init__(self, what: str, every_s: float = 10.0) -> None:
+        self.what, self.every_s = what, every_s
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, step: int, steps: int) -> None:
+        now = time.perf_counter()
+        tenth = max(1, steps // 10)
+        if step == 0:
+            say(f"{self.what}: {steps} SFT steps")
+            return
+        if step % tenth and now - self.last < self.every_s:
+            return
+        self.last = now
+        left = (steps - step) * (now - self.start) / step
+        say(f"{self.what}: step {step}/{steps}, ETA {int(left // 60)}m{int(left % 60):02d}s")
 
 
 def ensure_tiny_reward_model(task) -> Path:
@@ -122,6 +153,9 @@ def ensure_tiny_reward_model(task) -> Path:
     final = root / key
     with FileLock(str(root / f"{key}.lock")):
         if not (final / "config.json").is_file():
+            import torch  # heavy
+            from transformers import LlamaConfig
+
             torch.manual_seed(0)
             tokenizer = build_tokenizer(alphabet)
             config = LlamaConfig(

@@ -15,7 +15,7 @@ import math
 import os
 import tempfile
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +48,22 @@ class RunRecord:
     versions: dict[str, str]
     git_sha: str | None
     origin: str | None = None  # null: trained for this sweep; else the run-cache entry reused
+    # Where the numbers were computed: CPU model and flags, device, library versions, threads
+    # and their numeric_id (grpo_ablate.runtime.machine). Null in records written before it.
+    machine: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # what the run says about itself
     checksum: str = field(default="")
 
     def content_checksum(self) -> str:
         body = {k: v for k, v in asdict(self).items() if k != "checksum"}
         blob = json.dumps(jsonable(body), sort_keys=True, allow_nan=False)
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+KNOWN = {f.name for f in fields(RunRecord)}
+# Fields with a default were added after records existed: older records lack them.
+REQUIRED = {f.name for f in fields(RunRecord) if f.default is MISSING
+            and f.default_factory is MISSING} | {"checksum"}
 
 
 class CorruptRecord(ValueError):
@@ -102,10 +112,10 @@ def read_record(path: Path) -> RunRecord:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise CorruptRecord(f"{path}: not readable JSON ({exc.__class__.__name__})") from None
-    names = {f.name for f in fields(RunRecord)}
-    if not isinstance(data, dict) or set(data) != names:
-        missing = sorted(names - set(data)) if isinstance(data, dict) else ["all"]
-        raise CorruptRecord(f"{path}: not a run record (fields missing or extra: {missing})")
+    if not isinstance(data, dict) or not REQUIRED <= set(data) or not set(data) <= KNOWN:
+        odd = sorted((REQUIRED - set(data)) | (set(data) - KNOWN)) if isinstance(data, dict) \
+            else ["all"]
+        raise CorruptRecord(f"{path}: not a run record (fields missing or extra: {odd})")
     record = RunRecord(**data)
     if record.status not in STATUSES:
         raise CorruptRecord(f"{path}: status {record.status!r} is not one of {STATUSES}")

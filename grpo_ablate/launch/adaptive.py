@@ -13,66 +13,30 @@ plain Hydra app (`python -m grpo_ablate.app -m adaptive.enabled=true`) through i
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablate.errors import UserError
-from grpo_ablate.stats.sequential import Design
+import pandas as pd
 
-PLAN_NAME = "adaptive_plan.json"
-BASELINE = "baseline"
+from grpo_ablate.config import check_trainable
+from grpo_ablate.errors import UserError
+from grpo_ablate.launch import sweep
+from grpo_ablate.launch.progress import progress_from_disk
+from grpo_ablate.runtime import say
+from grpo_ablate.stats.decide import default_direction, replay_ladder
+from grpo_ablate.stats.plan import BASELINE, PLAN_NAME, write_plan
+from grpo_ablate.stats.sequential import Design
+from grpo_ablate.stats.stratum import Stratum
+from grpo_ablate.stats.table import load_results
 
 
 def design_from_config(block: dict, arms: list[str]) -> Design:
     return Design(rungs=tuple(block["rungs"]), alpha=float(block["alpha"]),
                   min_effect=float(block["min_effect"]), futility=float(block["futility"]),
                   metric=block["metric"], arms=tuple(arms))
-
-
-def plan_json(design: Design) -> dict:
-    return {"design": asdict(design), "baseline": BASELINE,
-            "looks": design.table(len(design.arms)),
-            "rules": "efficacy: t-test p < the look's boundary (O'Brien-Fleming-type spending, "
-                     "Holm across arms, sequentially rejective); no_effect: TOST p < the "
-                     "boundary at alpha/arms; futility (non-binding): conditional power under "
-                     "the current trend < design.futility; boundaries shown at alpha/arms"}
-
-
-def write_plan(sweep_dir: Path, design: Design) -> dict:
-    """Declare the plan, or check that this command asks for the one already declared."""
-    from grpo_ablate.store import atomic_write_text
-
-    path = Path(sweep_dir) / PLAN_NAME
-    wanted = plan_json(design)
-    if path.is_file():
-        have = read_plan(sweep_dir)
-        if have != design:
-            raise UserError(
-                f"adaptive: {path} declares rungs {list(have.rungs)}, alpha {have.alpha}, "
-                f"futility {have.futility}, {len(have.arms)} arms on {have.metric}; this command "
-                f"asks for rungs {list(design.rungs)}, alpha {design.alpha}, futility "
-                f"{design.futility}, {len(design.arms)} arms on {design.metric}; allowed: the "
-                "declared plan (a ladder is fixed before its first run), or a new sweep_name")
-        return wanted
-    atomic_write_text(path, json.dumps(wanted, indent=1) + "\n")
-    return wanted
-
-
-def read_plan(sweep_dir: Path) -> Design | None:
-    path = Path(sweep_dir) / PLAN_NAME
-    if not path.is_file():
-        return None
-    try:
-        d = json.loads(path.read_text())["design"]
-        return Design(rungs=tuple(d["rungs"]), alpha=d["alpha"], min_effect=d["min_effect"],
-                      futility=d["futility"], metric=d["metric"], arms=tuple(d["arms"]))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not a readable adaptive plan ({exc}); allowed: the file "
-                        "`grpo-ablate sweep adaptive=true` wrote") from None
 
 
 @dataclass(frozen=True)
@@ -91,11 +55,6 @@ def next_rung(sweep_dir: Path, design: Design, strata: list[tuple[str, str]],
               direction: str | None = None) -> Rung | None:
     """The first look, over all strata, whose runs are not all recorded; None when every
     stratum's ladder is finished. Recomputed from the records each time."""
-    import pandas as pd
-
-    from grpo_ablate.stats.decide import Stratum, default_direction, replay_ladder
-    from grpo_ablate.stats.table import load_results
-
     if any(Path(sweep_dir).glob("runs/*/record.json")):
         df, _ = load_results([Path(sweep_dir)])
     else:  # nothing recorded yet: the first rung
@@ -129,8 +88,6 @@ def failed_runs(sweep_dir: Path, design: Design, pending: Rung | None) -> dict[s
     as a fixed sweep retries its failed runs, and the looks are replayed with them."""
     if not any(Path(sweep_dir).glob("runs/*/record.json")):
         return {}
-    from grpo_ablate.stats.table import load_results
-
     df, _ = load_results([Path(sweep_dir)])
     df = df[(df["status"] == "failed") & df["arm"].isin([BASELINE, *design.arms])]
     out: dict[str, list[int]] = {}
@@ -151,8 +108,6 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
     strata and folder), `fixed` its overrides other than trick and seed; `compose` turns
     overrides into the RunSpecs they launch and `launch` runs them (a Hydra multirun).
     Returns 0, or 1 when a rung's runs left no record (held by another sweep, or killed)."""
-    from grpo_ablate import sweep
-
     arms = list(dict.fromkeys(s.arm for s in specs))
     if BASELINE not in arms or len(arms) < 2:
         raise UserError(f"adaptive=true: the sweep's arms are {', '.join(arms)}; allowed: the "
@@ -165,18 +120,19 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
     sweep_dir = specs[0].sweep_dir
     strata = sorted({(s.config["model"]["name"], s.config["task"]["name"]) for s in specs})
     plan = write_plan(sweep_dir, design)
-    sweep.say(f"adaptive: {len(arms)} arms, rungs {' -> '.join(map(str, design.rungs))} seeds, "
+    say(f"adaptive: {len(arms)} arms, rungs {' -> '.join(map(str, design.rungs))} seeds, "
               f"alpha {design.alpha} on {design.metric}; boundary p per look at alpha/arms: "
               + ", ".join(f"{r['p_boundary']:.2g}" for r in plan["looks"])
               + f" (plan: {sweep_dir / PLAN_NAME})")
     def train(overrides: list[str], what: str) -> int:
         """Launch the runs these overrides name that have no final record; how many."""
         specs = compose(overrides)
+        check_trainable(sweep.unfinished(specs))
         todo, reused = sweep.plan(specs)
-        sweep.say(f"{what}: {len(todo)} to train"
+        say(f"{what}: {len(todo)} to train"
                   + (f", {reused} reused from the run cache" if reused else ""))
         if todo:
-            with sweep.progress_from_disk(specs):
+            with progress_from_disk(specs):
                 launch(overrides)
         return len(todo)
 
@@ -186,7 +142,7 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
                          f"adaptive: retrying the failed runs of {arm}, seeds {seeds}")
     while (rung := next_rung(sweep_dir, design, strata)) is not None:
         if rung == last:  # the launcher ran, yet the runs left no record
-            sweep.say(f"grpo-ablate: adaptive look {rung.look + 1}: runs of "
+            say(f"grpo-ablate: adaptive look {rung.look + 1}: runs of "
                       f"{', '.join(rung.arms)} on seeds {list(rung.seeds)} left no record (held "
                       "by another sweep, or killed); run the same command again to resume")
             return 1
@@ -195,6 +151,6 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
                          f"{len(rung.arms) - 1} open arms + baseline, seeds < "
                          f"{design.rungs[rung.look]}")
         last = rung
-    sweep.say(f"adaptive sweep finished in {time.perf_counter() - t0:.0f}s ({trained} runs "
+    say(f"adaptive sweep finished in {time.perf_counter() - t0:.0f}s ({trained} runs "
               "trained this time)")
     return 0

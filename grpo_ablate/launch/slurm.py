@@ -18,6 +18,10 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from grpo_ablate.config import validate
+from grpo_ablate.records import record_exists, run_lock, write_record
+from grpo_ablate.training.outcome import make_record
+
 log = logging.getLogger(__name__)
 
 
@@ -25,10 +29,6 @@ def record_unfinished(launcher: Any, job: Any, overrides: list[str],
                       exc: BaseException) -> JobReturn:
     """The run of a job that ended without finishing: a failed record, unless the run has a
     record already (it finished, and the job died after) or another sweep holds it."""
-    from grpo_ablate.config import validate
-    from grpo_ablate.store import record_exists, run_lock, write_record
-    from grpo_ablate.train import make_record
-
     state = getattr(job, "state", "UNKNOWN")
     error = f"Slurm job {job.job_id} ended {state} without a record ({type(exc).__name__})"
     spec = validate(launcher.hydra_context.config_loader.load_sweep_config(launcher.config,
@@ -60,7 +60,7 @@ def settled_jobs(on_unfinished) -> Iterator[None]:
     """While the plugin launches, its executor hands back settled jobs. The plugin calls
     `executor.map_array(launcher, overrides, ...)` once per launch; the overrides come
     first."""
-    import submitit
+    import submitit  # an optional extra ([launchers]): only where launcher=slurm runs
 
     original = submitit.AutoExecutor.map_array
 

@@ -1,0 +1,195 @@
+"""Cross-key checks of a composed config, run before anything trains or is written: the
+device and precision, vLLM, the batch and its hooks, where the processes and GPUs go, the
+model and data paths, the chat template and the reward model. Each failure is one line
+naming the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+from grpo_ablate.config.layout import gpus_for
+from grpo_ablate.config.schema import fmt
+from grpo_ablate.errors import UserError
+from grpo_ablate.runtime import cuda_available, visible_gpus
+from grpo_ablate.sandbox import Limits
+from grpo_ablate.tasks.arithmetic import load_problems
+from grpo_ablate.tasks.data import check_local
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def resolve_device(trainer: dict) -> None:
+    """`null` device and precision follow the machine: a CUDA device when there is one,
+    bf16 where that device supports it, fp32 otherwise (bf16 autocast on a CPU is emulated
+    on many CPUs and several times slower). The resolved values are in the record. On a
+    machine without a GPU driver this never imports torch."""
+    if trainer.get("use_cpu") is None:
+        trainer["use_cpu"] = not cuda_available()
+    if trainer.get("bf16") is None:
+        trainer["bf16"] = (not trainer["use_cpu"]) and _cuda_bf16()
+    elif trainer["bf16"] and trainer["use_cpu"]:
+        raise UserError("trainer.bf16=true: bf16 on the CPU is emulated and several times slower; "
+                        "allowed on a CPU: false or null (auto)")
+
+
+def _cuda_bf16() -> bool:
+    import torch  # heavy: only reached on a machine with a CUDA device
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def check_vllm(trainer: dict) -> None:
+    """vLLM is an optional extra and needs a CUDA device; nothing imports it unless it is on."""
+    if not trainer.get("use_vllm"):
+        return
+    if trainer["use_cpu"]:
+        raise UserError("trainer.use_vllm=true: vLLM generates on a CUDA device, and this run is "
+                        "on the CPU; allowed: false here, or a machine with a GPU")
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError("trainer.use_vllm=true: vllm is not installed; allowed: false, or "
+                        "`pip install -e .[vllm]` (or `pip install 'grpo-ablate[vllm]'`) first")
+
+
+def check_relations(data: dict) -> None:
+    tr, hooks = data["trainer"], data["hooks"]
+    gen_batch = tr["per_device_train_batch_size"] * (tr.get("steps_per_generation") or 1)
+    if gen_batch % tr["num_generations"]:
+        raise UserError(
+            f"trainer.per_device_train_batch_size={tr['per_device_train_batch_size']}: must be a "
+            f"multiple of trainer.num_generations={tr['num_generations']} (whole groups per batch)")
+    clip = hooks.get("reward_clip")
+    if clip is not None and not clip["low"] < clip["high"]:
+        raise UserError(f"hooks.reward_clip={fmt(clip)}: must have low < high")
+    shaping = data["task"].get("shaping") or {}
+    if shaping.get("scale") == "sft_quantiles":
+        levels = {"hooks.reward_clip.low": (clip or {}).get("low"),
+                  "hooks.reward_clip.high": (clip or {}).get("high"),
+                  "hooks.filter_low_reward.threshold": (hooks.get("filter_low_reward") or {})
+                  .get("threshold")}
+        for key, level in levels.items():
+            if level is not None and not 0.0 <= level <= 1.0:
+                raise UserError(f"{key}={level}: task.shaping.scale=sft_quantiles makes it a "
+                                "quantile of the SFT policy's rewards; allowed: a number in [0, 1]")
+    window = hooks.get("filter_low_reward")
+    if window is not None and not window["start"] < window["end"]:
+        raise UserError(f"hooks.filter_low_reward={fmt(window)}: must have start < end, "
+                        "both fractions of training in [0, 1]")
+
+
+def check_launch(data: dict) -> None:
+    """A run on several processes: DeepSpeed where its config asks for it, a GPU per process,
+    and EMA only where every process holds whole parameters."""
+    launch, tr = data["launch"], data["trainer"]
+    procs, engine = launch["processes"], launch["accelerate"]
+    gpus = launch.get("gpus_per_job")
+    if gpus is not None and gpus < procs:
+        raise UserError(f"launch.gpus_per_job={gpus}: fewer GPUs than launch.processes={procs}; "
+                        "allowed: at least one GPU per process, or null")
+    if not tr["use_cpu"]:
+        visible = visible_gpus()
+        if gpus_for(data) > len(visible):
+            raise UserError(f"launch: a run needs {gpus_for(data)} GPUs (launch.processes={procs}, "
+                            f"launch.gpus_per_job={gpus}) and {len(visible)} are visible; "
+                            f"allowed: at most {len(visible)}")
+    if procs == 1 or engine == "ddp":
+        return
+    if tr["use_cpu"]:
+        raise UserError(f"launch.accelerate={engine}: DeepSpeed ZeRO runs on CUDA devices, and "
+                        "this run is on the CPU; allowed here: ddp")
+    if importlib.util.find_spec("deepspeed") is None:
+        raise UserError(f"launch.accelerate={engine}: deepspeed is not installed; allowed: ddp, "
+                        "or `pip install deepspeed` first")
+    if engine == "zero3" and data["hooks"].get("ema") is not None:
+        raise UserError("hooks.ema: the weight average needs whole parameters on every process, "
+                        "and launch.accelerate=zero3 shards them; allowed with ema: "
+                        "launch.accelerate=ddp or zero2")
+
+
+def check_paths(data: dict) -> None:
+    model = data["model"]
+    path = model.get("path")
+    allowed = "a local checkpoint directory, a hub id (org/name), or null for the tiny policy"
+    built = model["name"] == "tiny" or model.get("package") is not None
+    if path == "???" or (path is None and not built):
+        raise UserError(f"model.path: missing for model={model['name']}; allowed: {allowed}")
+    if path is not None:
+        path = str(path)
+        looks_local = path.startswith(("/", ".", "~")) or Path(path).expanduser().exists()
+        if looks_local and not (Path(path).expanduser() / "config.json").is_file():
+            raise UserError(f"model.path={path}: no checkpoint there (no config.json); allowed: "
+                            f"{allowed}")
+        if not looks_local and not HUB_ID.match(path):
+            raise UserError(f"model.path={path}: neither a local checkpoint nor a hub id; "
+                            f"allowed: {allowed}")
+    check_task_data(data["task"])
+    check_chat_template(data["task"], model)
+    data_file = data["task"].get("data_file")
+    if data_file is not None:
+        try:
+            load_problems(data_file)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{exc}; allowed: a JSONL file of {{\"a\": int, \"b\": int}} rows") \
+                from None
+
+
+def check_chat_template(task: dict, model: dict) -> None:
+    """task.chat=true needs a checkpoint with a chat template: the embedded policy has none;
+    a local checkpoint is looked at (a hub one when it loads)."""
+    if task.get("chat") is not True:
+        return
+    path = model.get("path")
+    if path is None and model.get("package") is None:
+        raise UserError("task.chat=true: the embedded tiny policy has no chat template; allowed: "
+                        "task.chat=auto or false, or model.path= a checkpoint with one")
+    if path is None:
+        return  # a packaged checkpoint: its template is looked at when it is converted
+    local = Path(str(path)).expanduser()
+    if local.is_dir():
+        cfg_file = local / "tokenizer_config.json"
+        has = (local / "chat_template.jinja").is_file() or (local / "chat_template.json").is_file()
+        if not has and cfg_file.is_file():
+            has = bool(json.loads(cfg_file.read_text()).get("chat_template"))
+        if not has:
+            raise UserError(f"task.chat=true: {path} has no chat template; allowed: "
+                            "task.chat=auto or false, or a checkpoint with a chat template")
+
+
+def check_reward_model(path) -> None:
+    """task.reward_model: a sequence classifier (local: its config says so), or a hub id."""
+    if path is None:
+        return
+    allowed = ("a sequence-classification checkpoint (hub id or local folder), or null for the "
+               "embedded tiny reward model")
+    path = str(path)
+    local = Path(path).expanduser()
+    if path.startswith(("/", ".", "~")) or local.exists():
+        cfg_file = local / "config.json"
+        if not cfg_file.is_file():
+            raise UserError(f"task.reward_model={path}: no checkpoint there; allowed: {allowed}")
+        archs = json.loads(cfg_file.read_text()).get("architectures") or []
+        if not any(a.endswith("ForSequenceClassification") for a in archs):
+            raise UserError(f"task.reward_model={path}: a {', '.join(archs) or 'model'}, not a "
+                            f"sequence classifier; allowed: {allowed}")
+    elif not HUB_ID.match(path):
+        raise UserError(f"task.reward_model={path}: neither a local checkpoint nor a hub id; "
+                        f"allowed: {allowed}")
+
+
+def check_task_data(task: dict) -> None:
+    """Dataset-backed tasks: local files and their fields, and the sandbox's limits."""
+    fields = {"math": [task.get("question_field"), task.get("answer_field")],
+              "code": ["prompt", "entry_point", "tests"],
+              "chat": [task.get("prompt_field"), task.get("reference_field")]}.get(task["name"])
+    if fields is None:
+        return
+    if task["name"] == "chat":
+        check_reward_model(task.get("reward_model"))
+    for split in ("train", "eval"):
+        check_local(str(task["dataset"][split]), f"task.dataset.{split}", fields)
+    if task["name"] == "code":
+        box = task["sandbox"]
+        Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],
+               file_mb=box["file_mb"], processes=box["processes"]).check()

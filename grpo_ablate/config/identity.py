@@ -1,0 +1,74 @@
+"""A run's identity: `run_id`, the hash of everything that changes its computation (and
+nothing else), and `RunSpec`, one validated run under that id. `computation_key` is the
+same idea without the arm's name and the seed: two arms with equal keys are identical by
+construction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# What does not change the computation, so it does not change the run's identity.
+_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger", "adaptive",
+                 "launch")
+# Keys added after records existed: in the identity only when set, so older records (and
+# run-cache entries) keep their ids.
+_IDENTITY_IF_SET = ("reward_raises_on_rank",)
+# Keys that never change a run's computation: two arms whose configs differ only here are
+# identical by construction.
+_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "run_cache", "logger")
+
+
+def run_id(data: dict) -> str:
+    ident = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
+    ident["trick"] = {"id": data["trick"]["id"]}
+    # In reward units, task.shaping only reaches the computation through hooks (which are in
+    # the identity); as quantiles, how they are measured is part of it.
+    task = data.get("task") or {}
+    if (task.get("shaping") or {}).get("scale", "units") == "units":
+        task = {k: v for k, v in task.items() if k != "shaping"}
+    ident["task"] = task
+    ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"
+                       and not (k in _IDENTITY_IF_SET and v is None)}
+    # Where the processes run does not change the computation; how many, and the engine, do
+    # (each process samples its own share). One process: no entry, as before this block.
+    launch = data.get("launch", {})
+    if launch.get("processes", 1) > 1:
+        ident["launch"] = {"processes": launch["processes"], "accelerate": launch["accelerate"]}
+    blob = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def computation_key(config: dict) -> str:
+    """A hash of what a run computes, without the arm's name and the seed."""
+    ident = {k: v for k, v in config.items() if k not in _BOOKKEEPING}
+    trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
+    blob = json.dumps({**ident, "trainer": trainer}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One fully resolved, validated run: what to train, and under which id to record it."""
+
+    config: dict[str, Any]
+    run_id: str
+
+    @property
+    def arm(self) -> str:
+        return self.config["trick"]["id"]
+
+    @property
+    def seed(self) -> int:
+        return self.config["seed"]
+
+    @property
+    def sweep_dir(self) -> Path:
+        return Path(self.config["sweep_dir"])
+
+    @property
+    def run_dir(self) -> Path:
+        return self.sweep_dir / "runs" / self.run_id

@@ -1,0 +1,39 @@
+"""What grpo-ablate registers with OmegaConf and Hydra when the config layer is imported: the
+resolvers the recipe's batch layout is written with (`${mul:...}`, `${div:...}`,
+`${micro:...}`, `${cpus:}`, `${threads_per:...}`), and sweeps/*.yaml as the Hydra group
+`sweep`, so `sweep=<name>` works from any directory and a misspelt name fails with Hydra's
+list of options."""
+
+from __future__ import annotations
+
+import os
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from grpo_ablate.config.layout import exact_div, groups_per_process
+from grpo_ablate.config.paths import SWEEPS_DIR
+
+
+def register_resolvers() -> None:
+    OmegaConf.register_new_resolver("mul", lambda a, b: int(a) * int(b), replace=True)
+    OmegaConf.register_new_resolver("div", exact_div, replace=True)
+    # Groups per forward pass on one process: the model file's micro_groups, or fewer when a
+    # process holds fewer groups per step (prompts_per_step / launch.processes).
+    OmegaConf.register_new_resolver(
+        "micro", lambda prompts, micro, procs: min(int(micro), groups_per_process(prompts, procs)),
+        replace=True)
+    OmegaConf.register_new_resolver("cpus", lambda: os.cpu_count() or 1, replace=True)
+    OmegaConf.register_new_resolver(
+        "threads_per", lambda workers: max(1, (os.cpu_count() or 1) // max(1, int(workers))),
+        replace=True)
+
+
+def register_sweeps() -> None:
+    store = ConfigStore.instance()
+    for path in sorted(SWEEPS_DIR.glob("*.yaml")):
+        store.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")
+
+
+register_resolvers()
+register_sweeps()

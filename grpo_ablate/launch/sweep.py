@@ -1,0 +1,63 @@
+"""Execute one job of a run or sweep: skip it if its record exists, lock it, reuse it from
+the run cache or train it, write its record. And plan a sweep: which of its runs still need
+training. The folder of records is the single source of truth."""
+
+from __future__ import annotations
+
+from grpo_ablate.config import RunSpec, check_trainable
+from grpo_ablate.launch import run_cache
+from grpo_ablate.records import clean_partials, record_exists, run_lock, write_record
+from grpo_ablate.runtime import apply_thread_share, quiet_libraries, say
+
+
+def execute(spec: RunSpec) -> str:
+    """Run one spec to a record. Returns what happened: trained, skipped, or busy."""
+    run_dir = spec.run_dir
+    if record_exists(run_dir):  # before any model is loaded: a finished sweep re-runs in seconds
+        return "skipped (record exists)"
+    with run_lock(spec.sweep_dir, spec.run_id) as held:
+        if not held:
+            return "busy (another sweep is training it)"
+        if record_exists(run_dir):  # finished by another sweep while we waited
+            return "skipped (record exists)"
+        clean_partials(run_dir)
+        if run_cache.adopt(spec):
+            return "reused (run cache)"
+        say(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})")
+        record, history = train(spec)
+        write_record(run_dir, record, history)
+        run_cache.store(spec, record, history)
+        return record.status
+
+
+def train(spec: RunSpec):
+    """Train one run, in this process or in its own processes (launch.processes > 1, or
+    pinned GPUs)."""
+    quiet_libraries()
+    apply_thread_share()  # a parallel launcher's worker share of the cores
+    check_trainable([spec])  # TRL's own checks (the command line ran them before launching)
+    # heavy (torch, transformers, TRL): the training layer loads only where a run trains
+    from grpo_ablate.launch.distributed import needs_processes, train_in_processes
+    from grpo_ablate.training.train import train_one
+
+    return train_in_processes(spec) if needs_processes(spec.config) else train_one(spec)
+
+
+def unfinished(specs: list[RunSpec]) -> list[RunSpec]:
+    """The runs without a final record (completed or diverged)."""
+    return [s for s in specs if not record_exists(s.run_dir)]
+
+
+def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
+    """The runs of a sweep that still need training (no completed or diverged record), after
+    copying in what the run cache holds; and how many were copied."""
+    todo, reused = [], 0
+    for spec in specs:
+        if record_exists(spec.run_dir):
+            continue
+        with run_lock(spec.sweep_dir, spec.run_id) as held:
+            if held and not record_exists(spec.run_dir) and run_cache.adopt(spec):
+                reused += 1
+                continue
+        todo.append(spec)
+    return todo, reused

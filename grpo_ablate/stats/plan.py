@@ -1,0 +1,56 @@
+"""An adaptive sweep's plan file, `<sweep>/adaptive_plan.json`: declared before the first run
+and fixed afterwards (a ladder redesigned after looking at results would void its error
+rates). The sweep writes it; the report reads it to take the verdicts from the looks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from grpo_ablate.errors import UserError
+from grpo_ablate.records import atomic_write_text
+from grpo_ablate.stats.sequential import Design
+
+PLAN_NAME = "adaptive_plan.json"
+BASELINE = "baseline"
+
+
+def plan_json(design: Design) -> dict:
+    return {"design": asdict(design), "baseline": BASELINE,
+            "looks": design.table(len(design.arms)),
+            "rules": "efficacy: t-test p < the look's boundary (O'Brien-Fleming-type spending, "
+                     "Holm across arms, sequentially rejective); no_effect: TOST p < the "
+                     "boundary at alpha/arms; futility (non-binding): conditional power under "
+                     "the current trend < design.futility; boundaries shown at alpha/arms"}
+
+
+def write_plan(sweep_dir: Path, design: Design) -> dict:
+    """Declare the plan, or check that this command asks for the one already declared."""
+    path = Path(sweep_dir) / PLAN_NAME
+    wanted = plan_json(design)
+    if path.is_file():
+        have = read_plan(sweep_dir)
+        if have != design:
+            raise UserError(
+                f"adaptive: {path} declares rungs {list(have.rungs)}, alpha {have.alpha}, "
+                f"futility {have.futility}, {len(have.arms)} arms on {have.metric}; this command "
+                f"asks for rungs {list(design.rungs)}, alpha {design.alpha}, futility "
+                f"{design.futility}, {len(design.arms)} arms on {design.metric}; allowed: the "
+                "declared plan (a ladder is fixed before its first run), or a new sweep_name")
+        return wanted
+    atomic_write_text(path, json.dumps(wanted, indent=1) + "\n")
+    return wanted
+
+
+def read_plan(sweep_dir: Path) -> Design | None:
+    path = Path(sweep_dir) / PLAN_NAME
+    if not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text())["design"]
+        return Design(rungs=tuple(d["rungs"]), alpha=d["alpha"], min_effect=d["min_effect"],
+                      futility=d["futility"], metric=d["metric"], arms=tuple(d["arms"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not a readable adaptive plan ({exc}); allowed: the file "
+                        "`grpo-ablate sweep adaptive=true` wrote") from None

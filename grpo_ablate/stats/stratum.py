@@ -1,0 +1,95 @@
+"""One (model, task) slice of the results as seed x arm tables, and one arm's comparison
+with another on them: paired on the seeds both have (when enough are shared), Welch
+otherwise, chosen from the design, never from the results."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from grpo_ablate.stats.tests import Comparison, paired_compare, welch_compare
+
+MIN_OVERLAP = 3  # partly matched seeds: pair on the overlap when it has at least this many
+
+
+def compare(seeds: np.ndarray, a: np.ndarray, has_a: np.ndarray, b: np.ndarray,
+            has_b: np.ndarray, min_effect: float, robust: bool = True) -> Comparison:
+    """One arm against the baseline, both aligned on `seeds` (NaN where a value is absent;
+    `has_*` marks the seeds that have a run).
+
+    Paired on the seeds both have when every arm seed has a baseline partner, or when at
+    least MIN_OVERLAP seeds are shared (the rest are named in a note, not used); Welch on
+    all runs otherwise, with a note. Missing or non-finite values are excluded, with a note.
+    """
+    notes = []
+    va, vb = ~np.isnan(a), ~np.isnan(b)
+    nan_a, nan_b = seeds[has_a & ~va].tolist(), seeds[has_b & ~vb].tolist()
+    if nan_a or nan_b:
+        notes.append(f"metric missing or non-finite for seeds {nan_a} (arm), {nan_b} "
+                     "(baseline): excluded")
+    common = va & vb
+    only_a, only_b = seeds[va & ~vb].tolist(), seeds[vb & ~va].tolist()
+    if common.sum() >= 2 and (not only_a or common.sum() >= MIN_OVERLAP):
+        if only_a or only_b:
+            notes.append(f"paired on the {int(common.sum())} shared seeds; left out: arm seeds "
+                         f"{only_a}, baseline seeds {only_b}")
+        out = paired_compare(a[common], b[common], min_effect, robust=robust)
+    else:
+        notes.append(f"seeds not matched (arm only: {only_a}, baseline only: {only_b}): "
+                     "Welch's t-test on all runs")
+        out = welch_compare(a[va], b[vb], min_effect, robust=robust)
+    out.notes = notes + out.notes
+    return out
+
+
+
+def clean(x):
+    """A JSON-ready value: NaN and inf become None, numpy scalars Python ones."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, np.floating | np.integer):
+        return clean(x.item())
+    return x
+
+
+def mean_std(x: np.ndarray) -> tuple[float | None, float | None]:
+    x = x[~np.isnan(x)]
+    return (float(x.mean()) if len(x) else None, float(x.std(ddof=1)) if len(x) > 1 else None)
+
+
+class Stratum:
+    """One (model, task) slice as seed x arm tables, one per metric, built once: every
+    comparison then works on numpy columns, never on row filters."""
+
+    def __init__(self, sub: pd.DataFrame, baseline: str, metrics: list[str]) -> None:
+        self.sub = sub
+        self.baseline = baseline
+        self.arms = [a for a in dict.fromkeys(sub["arm"]) if a != baseline]
+        usable = sub[sub["status"].to_numpy() != "failed"]
+        order = [baseline, *self.arms]
+        self.column_of = {arm: j for j, arm in enumerate(order)}
+        present = usable.assign(_run=1.0).pivot(index="seed", columns="arm", values="_run")
+        self.seeds = present.index.to_numpy()
+        self.has = present.reindex(columns=order).notna().to_numpy()
+        wide = usable.pivot(index="seed", columns="arm", values=metrics) if metrics else None
+        self.tables = {m: wide[m].reindex(index=present.index, columns=order).to_numpy(dtype=float)
+                       for m in metrics}
+        status = sub.groupby("arm")["status"].value_counts().unstack(fill_value=0)
+        self.counts = {arm: (int(row.get("diverged", 0)), int(row.get("failed", 0)))
+                       for arm, row in status.iterrows()}
+
+    def column(self, arm: str, metric: str) -> np.ndarray:
+        if metric not in self.tables:
+            return np.full(len(self.seeds), np.nan)
+        return self.tables[metric][:, self.column_of[arm]]
+
+    def compare(self, arm: str, other: str, metric: str, min_effect: float, robust: bool,
+                other_metric: str | None = None) -> Comparison:
+        j, k = self.column_of[arm], self.column_of[other]
+        return compare(self.seeds, self.column(arm, metric), self.has[:, j],
+                       self.column(other, other_metric or metric), self.has[:, k], min_effect,
+                       robust)
+
+

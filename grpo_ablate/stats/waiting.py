@@ -1,0 +1,92 @@
+"""What an open verdict is waiting on, and how many more seeds would settle it: one function
+that the verdict table, report.json (`arms[].waiting_on`) and the recommended recipe all
+read, so they say the same thing.
+
+An arm is open when its verdict is `inconclusive`. What it waits on follows from its 95% CI
+and point estimate:
+- `effect`: the CI excludes 0, but the test did not cross its threshold (Holm's, or the
+  adaptive look's boundary): more seeds would confirm the observed effect;
+- `equivalence`: the CI straddles 0 and the estimate lies inside +/- min-effect: more seeds
+  could show that the trick does nothing that matters (TOST);
+- `either`: the CI straddles 0 and the estimate lies outside +/- min-effect: an effect if
+  the estimate holds (the number given), equivalence if it shrinks.
+The seeds are the smallest total with 80% power at the observed difference and spread,
+under the design in force: at Holm's strictest level alpha/k for a fixed-n sweep; for an
+adaptive sweep, the next rungs of its plan at their boundaries (beyond its last rung, at
+the last boundary, which needs a new plan). Decided arms wait on nothing; an inert arm waits
+on a trick that acts, not on seeds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from grpo_ablate.stats.sequential import Design
+from grpo_ablate.stats.tests import first_n, power, tost_power
+
+POWER = 0.8
+DECIDED = ("improves", "harms", "negligible", "no_effect")
+INERT = "the trick did not act: change the task or the trick's values, not the seed count"
+WHAT = {"effect": "confirmation of the observed effect",
+        "equivalence": "equivalence (no effect that matters)",
+        "either": "an effect if the estimate holds, equivalence if it shrinks"}
+
+
+def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
+               design: Design | None = None) -> dict | None:
+    """`{"on", "seeds", "more_seeds", "level", "text"}` for an open arm (None when decided).
+    `entry`: the arm's report entry (verdict, test, n, diff, diff_sd, ci_low, ci_high);
+    `design`: the adaptive plan whose looks decided the arm, or None for fixed n."""
+    verdict = entry["verdict"]
+    if verdict in DECIDED:
+        return None
+    if verdict == "inert":
+        return {"on": "a trick that acts", "seeds": None, "more_seeds": None, "level": None,
+                "text": INERT}
+    n, sd, diff = entry["n"], entry.get("diff_sd"), entry.get("diff")
+    if n < 2 or diff is None or not sd or not math.isfinite(sd):
+        return {"on": "a spread", "seeds": None, "more_seeds": None, "level": None,
+                "text": "no spread to test yet (fewer than 2 matched seeds, or the same "
+                        "difference on every seed): run more seeds"}
+    lo, hi = entry.get("ci_low"), entry.get("ci_high")
+    if lo is not None and hi is not None and (lo > 0 or hi < 0):
+        on = "effect"
+    else:
+        on = "equivalence" if abs(diff) < min_effect else "either"
+    test = entry["test"]
+    if on == "equivalence":
+        def power_at(k: int, level: float) -> float:
+            return tost_power(diff, sd, k, level, min_effect, test)
+    else:
+        def power_at(k: int, level: float) -> float:
+            return power(test, abs(diff), sd, k, level)
+    if design is None:
+        level = alpha / max(1, comparisons)
+        seeds = first_n(lambda k: power_at(k, level), n + 1, POWER)
+        where = f"at Holm's level alpha/{max(1, comparisons)} = {level:.2g}"
+    else:
+        seeds, level, where = _on_the_ladder(power_at, n, design)
+    if seeds is None:
+        return {"on": on, "seeds": None, "more_seeds": None, "level": level,
+                "text": f"waiting on {WHAT[on]}: out of reach (over 10,000 seeds) at the "
+                        f"observed difference {diff:+.3g} and spread {sd:.3g}"}
+    return {"on": on, "seeds": seeds, "more_seeds": seeds - n, "level": level,
+            "text": f"waiting on {WHAT[on]}: +{seeds - n} seeds ({seeds} in all) for 80% power "
+                    f"at the observed difference {diff:+.3g} and spread {sd:.3g}, {where}"}
+
+
+def _on_the_ladder(power_at, n: int, design: Design) -> tuple[int | None, float, str]:
+    """The first later rung whose look has 80% power at its boundary; past the last rung,
+    the seeds the last boundary would need."""
+    level_family = design.alpha / max(1, len(design.arms))
+    for look, rung in enumerate(design.rungs):
+        if rung <= n:
+            continue
+        level = design.boundary_p(look, level_family)
+        if power_at(rung, level) >= POWER:
+            return rung, level, f"at look {look + 1}'s boundary p {level:.2g} (rung of {rung} seeds)"
+    last = len(design.rungs) - 1
+    level = design.boundary_p(last, level_family)
+    seeds = first_n(lambda k: power_at(k, level), max(n, design.rungs[last]) + 1, POWER)
+    return seeds, level, (f"at the last boundary p {level:.2g}, beyond the plan's last rung "
+                          f"({design.rungs[last]} seeds): a new plan")

@@ -1,0 +1,13 @@
+"""The training layer: one run on TRL's real GRPOTrainer, from a RunSpec to a RunRecord.
+
+train.py        the run: trainer, callbacks, held-out evaluations, the record
+trl_hooks.py    the one module touching TRL internals: the tricks TRL lacks, wired in
+tricks/         those tricks as small pure functions on tensors, one file per family
+callbacks.py    history, held-out evals (raw and EMA), divergence guard, fault pacing
+outcome.py      what a run leaves: record, stability, activity, budget, provenance
+diagnostics.py  the review's monitoring rules over a run's history
+wandb_logger.py one W&B run per run
+lengths.py      `grpo-ablate lengths`: completion-length percentiles of the SFT policy
+
+Importing this package is cheap; its modules load torch, transformers and TRL.
+"""

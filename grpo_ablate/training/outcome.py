@@ -1,0 +1,173 @@
+"""What a run leaves: its record (metrics of the arm's policy, the second study's stability
+numbers, the review's monitoring-rule hits, how much the trick acted, the budget), and its
+provenance (library versions, the checkout's commit, the machine the numbers came from)."""
+
+from __future__ import annotations
+
+import math
+import platform
+import statistics
+import subprocess
+from functools import cache
+from typing import TYPE_CHECKING
+
+from grpo_ablate import __version__
+from grpo_ablate.config import REPO_ROOT, RunSpec, completions_per_step, groups_per_step
+from grpo_ablate.records import RunRecord
+from grpo_ablate.runtime import device_label, machine, package_version
+from grpo_ablate.training.diagnostics import diagnose, length_growth
+
+if TYPE_CHECKING:  # the callbacks import transformers; this module is light (Slurm's launcher)
+    from grpo_ablate.training.callbacks import EvalCallback
+
+
+def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
+                metrics: dict | None = None, rows: list[dict] | None = None,
+                evals: EvalCallback | None = None, steps: int = 0, cost: dict | None = None,
+                counts: dict | None = None, values: dict | None = None,
+                notes: list[str] | None = None, where: dict | None = None) -> RunRecord:
+    """The run's record from what training left (nothing, for a run that failed early).
+    `where`: the machine it computed on (run_machine); None for a run that never started."""
+    cfg, rows = spec.config, rows or []
+    metrics = metrics or {}
+    cost = cost or {"completions": 0, "completion_tokens": 0}
+    gain = metrics.get("eval/accuracy_gain")
+    lrs = [r["learning_rate"] for r in rows if "learning_rate" in r]
+    return RunRecord(
+        run_id=spec.run_id, sweep=cfg["sweep_name"], arm=spec.arm, seed=spec.seed,
+        model=cfg["model"]["name"], task=cfg["task"]["name"], status=status, error=error,
+        config=cfg, metrics=metrics, stability=stability(rows, evals),
+        diagnostics=diagnose(rows, cfg["trainer"]["max_steps"], gain,
+                             cfg["guard"]["min_accuracy_gain"]),
+        steps=steps, wall_seconds=round(wall, 3),
+        cost={**cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
+              "completions_per_step": completions_per_step(cfg),
+              "groups_per_step": groups_per_step(cfg)},
+        activity=trick_activity(cfg, rows, counts or {}, values or {}),
+        versions=versions(), git_sha=git_sha(), machine=where, notes=notes or [],
+    )
+
+
+def final_metrics(evals: EvalCallback) -> dict[str, float]:
+    """eval/<name> of the arm's policy at the last eval (the EMA weights when EMA is on),
+    the SFT start for reference, and raw/eval/<name> for the raw weights beside EMA."""
+    (_, first), (_, last) = evals.evals[0], evals.evals[-1]
+    out = {f"eval/{k}": v for k, v in last.items()}
+    out.update({f"eval/start_{k}": v for k, v in first.items()
+                if k != "sampled_accuracy_train_temp"})
+    out["eval/accuracy_gain"] = last["accuracy"] - first["accuracy"]
+    if evals.raw_evals:
+        out.update({f"raw/eval/{k}": v for k, v in evals.raw_evals[-1][1].items()})
+    return out
+
+
+def stability(rows: list[dict], evals: EvalCallback | None) -> dict[str, float | None]:
+    """The second study's per-run stability numbers, from the history."""
+
+    def series(key):
+        return [r[key] for r in rows if key in r and r[key] is not None and math.isfinite(r[key])]
+
+    def regret(evs):
+        acc = [m["accuracy"] for _, m in evs]
+        return max(acc) - acc[-1] if acc else None
+
+    kl, ent, gn, rew = (series(k) for k in ("kl", "entropy", "grad_norm", "reward"))
+    half = rew[len(rew) // 2:]
+    diffs = [b - a for a, b in zip(half, half[1:], strict=False)]
+    out = {
+        "kl_final": kl[-1] if kl else None,
+        "kl_max": max(kl) if kl else None,
+        "entropy_ratio_final": ent[-1] / ent[0] if ent and ent[0] > 0 else None,
+        "length_growth": length_growth(rows),
+        "grad_norm_max": max(gn) if gn else None,
+        "reward_volatility": statistics.stdev(diffs) if len(diffs) > 1 else None,
+        "checkpoint_regret": regret(evals.evals) if evals is not None else None,
+    }
+    if evals is not None and evals.raw_evals:
+        out["checkpoint_regret_raw"] = regret(evals.raw_evals)
+    return out
+
+
+def _fraction(part: float, whole: float) -> float | None:
+    return part / whole if whole else None
+
+
+def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | None = None) -> dict:
+    """How much the arm's trick acted: the share of the units it could change that it did
+    change (samples clipped, groups whose advantages the length penalty moved, samples
+    dropped, steps whose gradient clipping differed from the baseline's). A trick that only
+    sets a config value acts on every step by construction. The baseline arm: empty."""
+    keys = cfg["trick"]["keys"]
+    if not keys:
+        return {}
+    tr = cfg["trainer"]
+    norms = [r["grad_norm"] for r in rows if r.get("grad_norm") is not None]
+    details = {
+        "reward_clip_samples": _fraction(counts.get("clip_changed", 0), counts.get("clip_samples", 0)),
+        "length_penalty_groups": _fraction(counts.get("length_groups_changed", 0),
+                                           counts.get("length_groups", 0)),
+        "filter_dropped_in_window": _fraction(counts.get("filter_dropped", 0),
+                                              counts.get("filter_samples", 0)),
+    }
+    own, base = tr["max_grad_norm"] or math.inf, cfg["recipe"]["max_grad_norm"] or math.inf
+    if norms:
+        details["grad_clip_steps"] = sum(g > own for g in norms) / len(norms)
+        if own != base:  # they clip differently only where the norm passes the lower bound
+            details["grad_clip_differs_steps"] = sum(g > min(own, base) for g in norms) / len(norms)
+    if tr["num_iterations"] > 1:
+        clip = [r.get("clip_ratio/region_mean", 0.0) or 0.0 for r in rows if "loss" in r]
+        details["ratio_clip_steps"] = _fraction(sum(c > 0 for c in clip), len(clip))
+        details["ratio_clip_tokens"] = _fraction(sum(clip), len(clip))
+    measured = {
+        "hooks.reward_clip": ("reward_clip_samples", "samples whose reward the clip changed"),
+        "hooks.length_penalty": ("length_penalty_groups",
+                                 "groups whose advantages the length penalty changed"),
+        "hooks.filter_low_reward": ("filter_dropped_in_window",
+                                    "samples dropped, in the filter's window"),
+        "trainer.max_grad_norm": ("grad_clip_differs_steps",
+                                  "steps where its gradient clipping differs from the baseline's"),
+    }
+    acted, measures = [], []
+    for key in keys:
+        name, what = measured.get(key, (None, "a config value: acts on every step"))
+        value = details.get(name) if name else 1.0
+        acted.append(value if value is not None else 0.0)
+        measures.append(what)
+    best = max(range(len(acted)), key=acted.__getitem__)
+    out = {"acted": acted[best], "measure": measures[best],
+           "details": {k: v for k, v in details.items() if v is not None}}
+    # The reward tricks' values in reward units (after any quantile measurement), for the
+    # arm's own keys: the report says which values were used.
+    own = {k: v for k, v in (values or {}).items()
+           if f"hooks.{k.removesuffix('_low').removesuffix('_high')}" in keys
+           or (k == "filter_threshold" and "hooks.filter_low_reward" in keys)}
+    if own:
+        out["values"] = own
+    return out
+
+
+@cache
+def versions() -> dict[str, str | None]:
+    return {"python": platform.python_version(), "torch": package_version("torch"),
+            "transformers": package_version("transformers"), "trl": package_version("trl"),
+            "grpo_ablate": __version__}
+
+
+def run_machine(config: dict) -> dict:
+    """Where this run computes: the CPU, or the CUDA device it trains on, and torch's threads."""
+    import torch  # heavy: only called by a process that trains
+
+    return machine(device_label(config["trainer"]["use_cpu"]), threads=torch.get_num_threads())
+
+
+@cache
+def git_sha() -> str | None:
+    """The checkout's commit; None for an installed wheel (no .git beside the package)."""
+    if not (REPO_ROOT / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
