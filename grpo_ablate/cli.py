@@ -26,6 +26,7 @@ from grpo_ablate import __version__
 from grpo_ablate.app import hydra_main
 from grpo_ablate.config import check_trainable, compose, expand_jobs, specs_for, validate
 from grpo_ablate.config.catalog import load_catalog
+from grpo_ablate.config.compose import Composer
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
 from grpo_ablate.launch.progress import progress_from_disk
@@ -162,13 +163,14 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
                   file=sys.stderr)
         first = [o for o in jobs[0] if not o.startswith("hydra.searchpath")]
         return _show(line, [*first, "hydra.mode=RUN"])
-    specs = specs_for([*search, *overrides], multirun=True)
+    composer = Composer()  # shared by the rungs of an adaptive sweep
+    specs = specs_for([*search, *overrides], multirun=True, composer=composer)
     sweep_dirs = sorted({str(s.sweep_dir) for s in specs})
     logger = specs[0].config["logger"]
     if logger["backend"] == "wandb" and logger["mode"] != "disabled" and report_args is None:
         report_args = ["--wandb", logger["mode"], "--wandb-project", logger["project"]]
     if specs[0].config["adaptive"]["enabled"]:
-        code = _adaptive(line, overrides, specs)
+        code = _adaptive(line, overrides, specs, composer)
         return code or _reports(sweep_dirs, report_args)
     check_trainable(sweep.unfinished(specs))
     todo, reused = sweep.plan(specs)
@@ -192,7 +194,7 @@ def _reports(sweep_dirs: list[str], report_args: list[str] | None) -> int:
     return 0
 
 
-def _adaptive(line: HydraLine, overrides: list[str], specs: list) -> int:
+def _adaptive(line: HydraLine, overrides: list[str], specs: list, composer: Composer) -> int:
     """An adaptive sweep: one Hydra multirun per rung (any launcher), the open arms x the
     rung's seeds, until every arm is settled (grpo_ablate.launch.adaptive.run_ladder)."""
     from grpo_ablate.launch.adaptive import run_ladder, swept_key  # heavy: pandas, scipy
@@ -200,7 +202,8 @@ def _adaptive(line: HydraLine, overrides: list[str], specs: list) -> int:
     fixed = [o for o in overrides if swept_key(o) not in ("trick", "seed")]
     return run_ladder(
         specs, fixed,
-        compose=lambda rung: specs_for([*line.search_overrides, *rung], multirun=True),
+        compose=lambda rung: specs_for([*line.search_overrides, *rung], multirun=True,
+                                       composer=composer),
         launch=lambda rung: _hydra([*line.flags(), *rung], multirun=True))
 
 

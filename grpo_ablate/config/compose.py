@@ -8,6 +8,7 @@ line naming key, value and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import re
 
 from hydra import compose as hydra_compose
@@ -15,8 +16,9 @@ from hydra import initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, OverrideType, ValueType
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from grpo_ablate.config import registry  # noqa: F401 - the resolvers and the sweep group
@@ -40,7 +42,8 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
     own checks are not run here (they import TRL): `check_trainable` runs them."""
     if isinstance(cfg, DictConfig):
         try:
-            data = OmegaConf.to_container(cfg, resolve=True)
+            # The hydra node is large and not the run's: resolve everything else.
+            data = {key: _resolved(cfg, key) for key in cfg if key != "hydra"}
         except OmegaConfBaseException as exc:
             # A resolver's own message names the key and what is allowed: keep only that.
             text = one_line(exc)
@@ -59,6 +62,13 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
     check_launch(data)
     check_paths(data)
     return RunSpec(config=data, run_id=run_id(data))
+
+
+def _resolved(cfg: DictConfig, key: str):
+    node = cfg._get_node(key)
+    if isinstance(node, DictConfig | ListConfig):
+        return OmegaConf.to_container(node, resolve=True)
+    return cfg[key]  # a value, interpolations resolved
 
 
 def check_trainable(specs: list[RunSpec]) -> None:
@@ -131,11 +141,64 @@ def expand_jobs(overrides: list[str]) -> list[list[str]]:
         raise UserError(one_line(exc)) from None
 
 
-def specs_for(overrides: list[str], multirun: bool) -> list[RunSpec]:
-    """Validate every run a command would launch, before anything is trained or written."""
+def specs_for(overrides: list[str], multirun: bool,
+              composer: Composer | None = None) -> list[RunSpec]:
+    """Validate every run a command would launch, before anything is trained or written.
+    A command that composes several sweeps (an adaptive one, rung by rung) passes one
+    `composer` so each set of group choices goes through Hydra once."""
     jobs = expand_jobs(overrides) if multirun else [list(overrides)]
     if not multirun and any(o.is_sweep_override() for o in parse_overrides(overrides)):
         raise UserError(f"{' '.join(overrides)}: a sweep of values needs `grpo-ablate sweep`")
-    specs = [validate(compose(job)) for job in jobs]
+    composer = composer or Composer()
+    specs = [validate(composer(job)) for job in jobs]
     check_layout([(s.arm, s.config) for s in specs])
     return specs
+
+
+class Composer:
+    """Composes the jobs of a sweep: each distinct set of group choices (trick=, model=, ...)
+    once through Hydra, then each job's plain `key=value` overrides of keys that config
+    already holds as values, set on a copy: what Hydra does after merging the defaults
+    (tests/test_config.py checks that the two agree, the hydra node aside, on every job of
+    the catalog). The catalog's 125 jobs composed through Hydra one by one took 15 s here,
+    this way 4 s."""
+
+    def __init__(self) -> None:
+        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self._is_value: dict[str, bool] = {}  # key -> the config holds it as a value
+
+    def __call__(self, job: list[str]) -> DictConfig:
+        parsed = parse_overrides(job)
+        new = [o.key_or_group for o in parsed if _plain(o) and o.key_or_group not in self._is_value]
+        if new:  # first sight of a key: compose this job in full, and learn what the key is
+            full = compose(job)
+            self._is_value.update({key: _holds_value(full, key) for key in new})
+            return full
+        plain = [o for o in parsed if _plain(o) and self._is_value[o.key_or_group]]
+        groups = tuple(o.input_line for o in parsed if o not in plain)
+        if groups not in self._bases:
+            full = compose(list(groups))
+            # the run's part: validation leaves the (large) hydra node out, so copies skip it
+            self._bases[groups] = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+        base = self._bases[groups]
+        if not all(_holds_value(base, o.key_or_group) for o in plain):
+            return compose(job)  # a key the config does not hold as a value: Hydra decides
+        cfg = copy.deepcopy(base)
+        with open_dict(cfg):
+            for o in plain:
+                OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False)
+        return cfg  # without the hydra node, which validation leaves out
+
+
+def _plain(o: Override) -> bool:
+    return o.type == OverrideType.CHANGE and o.value_type == ValueType.ELEMENT \
+        and o.package is None and "/" not in o.key_or_group \
+        and not o.key_or_group.startswith("hydra")
+
+
+def _holds_value(cfg: DictConfig, key: str) -> bool:
+    node = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+    return node is not _ABSENT and not isinstance(node, DictConfig)
+
+
+_ABSENT = object()

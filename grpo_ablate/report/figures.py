@@ -6,6 +6,8 @@ per-arm row filtering, so a 10,000-row CSV draws in seconds."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import matplotlib
@@ -35,8 +37,30 @@ def _stratum_name(st: dict) -> str:
     return " / ".join(parts)
 
 
+FIGURES_VERSION = 1  # bump when a figure's drawing changes: drawn figures are reused by input
+INPUTS_NAME = ".inputs"
+
+
+def inputs_fingerprint(report: dict, df: pd.DataFrame) -> str:
+    """What the figures are drawn from: the report, the results table (run ids and sweep
+    folders name the histories, which are written before their record and never after)."""
+    blob = json.dumps(report, sort_keys=True, default=str) + df.to_csv(index=False)
+    return hashlib.sha256(f"{FIGURES_VERSION}\n{blob}".encode()).hexdigest()
+
+
 def write_figures(report: dict, df: pd.DataFrame, out: Path) -> list[str]:
+    """Draw the figures into `out`, or reuse the ones drawn there from the same inputs (a
+    re-run of a finished sweep does not redraw them: the training curves take seconds)."""
     out.mkdir(parents=True, exist_ok=True)
+    stamp = out / INPUTS_NAME
+    fingerprint = inputs_fingerprint(report, df)
+    try:
+        kept = json.loads(stamp.read_text())
+        if kept["inputs"] == fingerprint and all((out / n).is_file() for n in kept["figures"]):
+            return kept["figures"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    stamp.unlink(missing_ok=True)  # drawn below, then stamped: a killed draw is redrawn
     names = []
     for i, st in enumerate(report["strata"]):
         tag = "" if len(report["strata"]) == 1 else f"_{i}"
@@ -48,7 +72,9 @@ def write_figures(report: dict, df: pd.DataFrame, out: Path) -> list[str]:
         names.append(_mde_curve(report, st, out / f"mde{tag}.png"))
         if "sweep_dir" in sub.columns and sub["sweep_dir"].notna().any():
             names.append(_curves(report, sub, out / f"curves{tag}.png"))
-    return [n for n in names if n]
+    names = [n for n in names if n]
+    stamp.write_text(json.dumps({"inputs": fingerprint, "figures": names}))
+    return names
 
 
 def _order(st: dict, direction: str) -> list[dict]:

@@ -269,6 +269,7 @@ def seeds_needed(test: str, sd: float, effect: float, alpha: float, power_target
             lo, width = int(ns[-1]) + 1, width * 2
 
 
+@lru_cache(maxsize=4096)
 def tost_power(diff: float, sd: float, n: int, alpha: float, margin: float,
                test: str = "paired_t") -> float:
     """Power of the equivalence test (TOST, each one-sided test at `alpha`) to show
@@ -285,11 +286,15 @@ def tost_power(diff: float, sd: float, n: int, alpha: float, margin: float,
     a = sd / math.sqrt(n) if test == "paired_t" else sd * math.sqrt(2.0 / n)
     c = float(stats.t.ppf(1 - alpha, df))
     hi = df * (margin / (a * c)) ** 2  # beyond this chi-square value the interval is empty
+    log_norm = (df / 2) * math.log(2) + math.lgamma(df / 2)  # the chi-square density's
 
     def given_v(v: float) -> float:
+        if v <= 0:
+            return 0.0
         half = c * math.sqrt(v / df)
         inside = special.ndtr((margin - diff) / a - half) - special.ndtr((-margin - diff) / a + half)
-        return max(0.0, float(inside)) * float(stats.chi2.pdf(v, df))
+        density = math.exp((df / 2 - 1) * math.log(v) - v / 2 - log_norm)
+        return max(0.0, float(inside)) * density
 
     value, _ = integrate.quad(given_v, 0.0, hi, limit=200)
     return float(min(1.0, value))
