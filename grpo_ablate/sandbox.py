@@ -73,18 +73,21 @@ class Limits:
                 raise UserError(f"sandbox.{key}={value}: must be an integer in [{lo}, {hi}]")
 
 
-# The harness: reads the nonce, silences the program's output, runs the program, then each
-# test statement (split by the parent: no ast or json import here, each costs ~20 ms of
-# start-up), and writes one tagged result line to the saved stdout.
+# The harness: reads the nonce, silences the program's output, runs the program, then the
+# tests' statements in order (split by the parent: no ast or json import here, each costs
+# ~20 ms of start-up): a statement holding an assert is one test, the others are setup (one
+# that raises ends the run, status error), and writes one tagged result line to the saved
+# stdout.
 HARNESS = r'''
 import os, sys
 nonce = sys.stdin.readline().strip()
 out = os.fdopen(os.dup(1), "w")
 null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(null, 1); os.dup2(null, 2)
-setup, tests = eval(open("tests.repr").read(), {"__builtins__": {}})
-total = len(tests) or 1
-def report(passed, status, detail=""):
+steps = eval(open("tests.repr").read(), {"__builtins__": {}})
+total = sum(1 for _, counted in steps if counted) or 1
+passed = 0
+def report(status, detail=""):
     detail = detail.replace("\n", " ")[:200]
     out.write(f"{nonce} {passed} {total} {status} {detail}\n")
     out.flush()
@@ -92,29 +95,27 @@ def report(passed, status, detail=""):
 ns = {"__name__": "__main__"}
 try:
     exec(compile(open("program.py").read(), "program.py", "exec"), ns)
-    exec(compile(setup, "tests.py", "exec"), ns)
 except BaseException as exc:
-    report(0, "error", type(exc).__name__ + ": " + str(exc))
-if not tests:
-    report(1, "ok")
-passed = 0
-for source in tests:
+    report("error", type(exc).__name__ + ": " + str(exc))
+for source, counted in steps:
     try:
         exec(compile(source, "tests.py", "exec"), ns)
-        passed += 1
-    except BaseException:
-        pass
-report(passed, "ok" if passed == total else "failed")
+        passed += counted
+    except BaseException as exc:
+        if not counted:
+            report("error", "setup: " + type(exc).__name__ + ": " + str(exc))
+if not any(counted for _, counted in steps):
+    passed = 1
+report("ok" if passed == total else "failed")
 '''
 
 
-def split_tests(tests: str) -> tuple[str, list[str]]:
-    """The tests' setup (every statement that is not an assert) and one source per assert."""
+def split_tests(tests: str) -> list[tuple[str, bool]]:
+    """The tests' top-level statements in order, each marked True when it holds an assert
+    (one test: it passes when it runs without raising) and False for setup."""
     tree = ast.parse(tests)
-    setup = "\n".join(ast.get_source_segment(tests, n) or "" for n in tree.body
-                      if not isinstance(n, ast.Assert))
-    return setup, [ast.get_source_segment(tests, n) or "" for n in tree.body
-                   if isinstance(n, ast.Assert)]
+    return [(ast.get_source_segment(tests, node) or "",
+             any(isinstance(n, ast.Assert) for n in ast.walk(node))) for node in tree.body]
 
 
 def isolation_available() -> str:
@@ -168,15 +169,16 @@ def _wrappers(limits: Limits, uid: int | None) -> list[str]:
 
 def run(program: str, tests: str, timeout_s: float = 10.0,
         limits: Limits | None = None) -> SandboxResult:
-    """Run `program`, then the top-level `assert` statements of `tests` (each one test; other
-    statements are setup), in a sandbox. Never raises for anything the program does."""
+    """Run `program`, then the statements of `tests` in order, in a sandbox: each top-level
+    statement that holds an assert is one test (an `assert`, or a loop of them), the others
+    are setup. Never raises for anything the program does."""
     limits = limits or Limits()
     limits.check()
     if not timeout_s > 0:
         raise UserError(f"timeout_s={timeout_s}: must be > 0")
     try:
-        setup, asserts = split_tests(tests)
-        total = len(asserts) or 1
+        steps = split_tests(tests)
+        total = sum(counted for _, counted in steps) or 1
     except SyntaxError as exc:
         raise UserError(f"tests: not Python ({exc.msg}, line {exc.lineno})") from None
     isolation = isolation_available()
@@ -187,7 +189,7 @@ def run(program: str, tests: str, timeout_s: float = 10.0,
     workdir = Path(tempfile.mkdtemp(prefix="grpo-ablate-sandbox-"))
     try:
         (workdir / "program.py").write_text(program)
-        (workdir / "tests.repr").write_text(repr((setup, asserts)))
+        (workdir / "tests.repr").write_text(repr(steps))
         (workdir / "harness.py").write_text(HARNESS)
         if uid is not None:
             os.chown(workdir, uid, uid)

@@ -1,7 +1,14 @@
-"""Write the small fixture datasets shipped in grpo_ablate/tasks/fixtures/ (written for this
-project, deterministic): GSM8K-style math word problems ("... #### 42") and MBPP-style code
-problems (prompt, entry point, reference solution, assert tests), and chat prompts with
-reference responses. Rerun to regenerate:
+"""Write the small fixture datasets (written for this project, deterministic), each in a
+published dataset's exact schema:
+
+- shipped in grpo_ablate/tasks/fixtures/ (the default math, code and chat tasks run on them):
+  GSM8K (question, answer ending "#### 42"), HumanEval (task_id, prompt,
+  canonical_solution, test with `def check(candidate)`, entry_point), and chat prompts with
+  reference responses;
+- for the tests, in tests/fixtures/published/: MBPP `full` and `sanitized`, MATH-500 (golds of
+  every kind: roots, polynomials, tuples, intervals, text) and UltraFeedback-binarized rows.
+
+Rerun to regenerate:
 
     python scripts/make_task_fixtures.py
 """
@@ -13,6 +20,7 @@ import random
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "grpo_ablate" / "tasks" / "fixtures"
+PUBLISHED = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "published"
 NAMES = ["Ann", "Ben", "Cal", "Dee", "Eli", "Fay", "Gus", "Ivy"]
 THINGS = ["apples", "pens", "cards", "coins", "books", "shells"]
 
@@ -46,13 +54,81 @@ CODE = [  # (entry point, prompt, solution body, cases)
 
 
 def code_rows() -> list[dict]:
+    """HumanEval's schema: the prompt is the signature and docstring, the test a
+    `check(candidate)` of asserts (HumanEval's METADATA line included)."""
     rows = []
-    for name, doc, body, cases in CODE:
+    for i, (name, doc, body, cases) in enumerate(CODE):
         env: dict = {}
         exec(f"def {name}(a, b):\n{body}\n", env)
-        tests = "\n".join(f"assert {name}({a}, {b}) == {env[name](a, b)!r}" for a, b in cases)
-        rows.append({"prompt": f"def {name}(a, b):\n    \"\"\"{doc}\"\"\"\n", "entry_point": name,
-                     "solution": body + "\n", "tests": tests + "\n"})
+        asserts = "".join(f"    assert candidate({a}, {b}) == {env[name](a, b)!r}\n"
+                          for a, b in cases)
+        rows.append({"task_id": f"Fixture/{i}",
+                     "prompt": f"def {name}(a, b):\n    \"\"\"{doc}\"\"\"\n",
+                     "canonical_solution": body + "\n",
+                     "test": f"\n\nMETADATA = {{}}\n\n\ndef check(candidate):\n{asserts}\n",
+                     "entry_point": name})
+    return rows
+
+
+def mbpp_rows() -> tuple[list[dict], list[dict]]:
+    """MBPP's `full` and `sanitized` schemas (the full config's code uses \\r\\n, as
+    published); one row with test_setup_code, one with test_imports."""
+    full, sanitized = [], []
+    for i, (name, doc, body, cases) in enumerate(CODE):
+        env: dict = {}
+        exec(f"def {name}(a, b):\n{body}\n", env)
+        tests = [f"assert {name}({a}, {b}) == {env[name](a, b)!r}" for a, b in cases]
+        text = f"Write a function to {doc[0].lower()}{doc[1:].rstrip('.')}."
+        code = f"def {name}(a, b):\n{body}"
+        full.append({"task_id": 601 + i, "text": text, "code": code.replace("\n", "\r\n"),
+                     "test_list": tests, "test_setup_code": "", "challenge_test_list": []})
+        sanitized.append({"source_file": "Benchmark Questions Verification V2.ipynb",
+                          "task_id": 601 + i, "prompt": text, "code": code,
+                          "test_imports": [], "test_list": tests})
+    full[0]["test_setup_code"] = "offset = 0"
+    full[0]["test_list"] = [t.replace(") ==", ") + offset ==") for t in full[0]["test_list"]]
+    sanitized[1]["test_imports"] = ["import math"]
+    sanitized[1]["test_list"] = [t + " and math.isfinite(0)" for t in sanitized[1]["test_list"]]
+    return full, sanitized
+
+
+MATH500 = [  # (problem, solution's work, answer, subject): golds of every kind
+    ("Rationalize the denominator of $\\frac{1}{\\sqrt{2}}$.", "Multiply by $\\sqrt{2}$ above "
+     "and below.", "\\frac{\\sqrt{2}}{2}", "Algebra"),
+    ("Simplify $\\sqrt{12}$.", "$\\sqrt{12} = \\sqrt{4 \\cdot 3}$.", "2\\sqrt{3}", "Algebra"),
+    ("Expand $(x+1)^2$.", "Use $(a+b)^2 = a^2 + 2ab + b^2$.", "x^2+2x+1", "Algebra"),
+    ("Where do $y = x + 1$ and $y = -x + 5$ meet?", "Then $x + 1 = -x + 5$, so $x = 2$.",
+     "(2, 3)", "Algebra"),
+    ("Solve $3x - 1 \\le 5$; give the answer in interval notation.", "$3x \\le 6$.",
+     "(-\\infty, 2]", "Algebra"),
+    ("Evelyn is 12 and Ben is 9. Who is older?", "12 > 9.", "\\text{Evelyn}", "Prealgebra"),
+    ("What is $6 \\cdot 7$?", "Six sevens.", "42", "Prealgebra"),
+    ("What is $\\frac{1}{2} + \\frac{1}{4}$?", "Common denominator 4.", "\\frac{3}{4}",
+     "Prealgebra"),
+    ("If $a = p + 1$ and $b = q + 1$, what is $a - b$?", "The ones cancel.", "p - q", "Algebra"),
+    ("Find all real $x$ with $x^2 = 9$.", "Both signs square to 9.", "-3, 3", "Algebra"),
+    ("What is $2^{10}$?", "Ten doublings.", "1024", "Prealgebra"),
+    ("What is $\\sqrt{2} \\cdot \\sqrt{8}$?", "$\\sqrt{16}$.", "4", "Algebra"),
+]
+
+
+def math500_rows() -> list[dict]:
+    return [{"problem": p, "solution": f"{work} The answer is $\\boxed{{{ans}}}$.", "answer": ans,
+             "subject": subject, "level": 1 + i % 5, "unique_id": f"test/fixture/{i}.json"}
+            for i, (p, work, ans, subject) in enumerate(MATH500)]
+
+
+def ultrafeedback_rows(rng: random.Random, n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        who, what = rng.choice(NAMES), rng.choice(GREETINGS)
+        prompt = f"Say {what} to {who}."
+        chosen = [{"content": prompt, "role": "user"},
+                  {"content": f"{what.capitalize()}, {who}!", "role": "assistant"}]
+        rejected = [{"content": prompt, "role": "user"}, {"content": "No.", "role": "assistant"}]
+        rows.append({"prompt": prompt, "prompt_id": f"{i:064x}", "chosen": chosen,
+                     "rejected": rejected, "messages": chosen, "score_chosen": 8.0,
+                     "score_rejected": 2.0})
     return rows
 
 
@@ -68,7 +144,11 @@ def chat_rows(rng: random.Random, n: int) -> list[dict]:
 
 
 def write(name: str, rows: list[dict]) -> None:
-    (OUT / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_to(OUT / name, rows)
+
+
+def write_to(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def main() -> None:
@@ -81,6 +161,12 @@ def main() -> None:
     rows = code_rows()
     write("code_train.jsonl", rows[:6])
     write("code_test.jsonl", rows[6:])  # held out: functions the policy never trained on
+    PUBLISHED.mkdir(parents=True, exist_ok=True)
+    full, sanitized = mbpp_rows()
+    write_to(PUBLISHED / "mbpp_full.jsonl", full)
+    write_to(PUBLISHED / "mbpp_sanitized.jsonl", sanitized)
+    write_to(PUBLISHED / "math500.jsonl", math500_rows())
+    write_to(PUBLISHED / "ultrafeedback.jsonl", ultrafeedback_rows(random.Random(7), 12))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from grpo_ablate import cli
 from grpo_ablate.config import specs_for
 from grpo_ablate.records import read_record
 from grpo_ablate.tasks import get_task
+from grpo_ablate.tasks.chat import PLAIN
 from grpo_ablate.tasks.math import last_boxed, score
 
 # A small policy build and a few steps: the whole path, not the learning.
@@ -65,7 +66,7 @@ def test_code_task_rewards_the_fraction_of_tests_passed_in_the_sandbox():
     (spec,) = specs_for(["task=code"], multirun=False)
     task = get_task(spec.config["task"])
     rows = task.train[:2]
-    right = [r["solution"] for r in rows]
+    right = [r["canonical_solution"] for r in rows]
     assert task.reward(right, row=rows) == [1.0, 1.0]
     wrong = ["    return 0\n", "    return a +\n"]
     rewards = task.reward(wrong, row=rows)
@@ -96,7 +97,8 @@ def test_chat_reward_is_the_reward_models_score_and_accuracy_its_win_rate():
     task = get_task(spec.config["task"])
     rows = task.train[:4]
     completions = ["Hello, Ann!", "no", "Thanks, Ben!", "zzzz"]
-    model, tokenizer = task.reward_model()
+    model, tokenizer, templated = task.reward_model()
+    assert not templated and task.notes() == [PLAIN]  # the tiny reward model has no template
     with torch.no_grad():  # the score, computed here one text at a time
         direct = [model(**tokenizer(task.question(r) + "\n" + c, return_tensors="pt")).logits[0, 0]
                   .item() for r, c in zip(rows, completions, strict=True)]

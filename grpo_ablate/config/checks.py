@@ -15,7 +15,9 @@ from grpo_ablate.config.schema import fmt
 from grpo_ablate.errors import UserError
 from grpo_ablate.runtime import cuda_available, visible_gpus
 from grpo_ablate.sandbox import Limits
+from grpo_ablate.tasks import TASKS
 from grpo_ablate.tasks.arithmetic import load_problems
+from grpo_ablate.tasks.code import PRESETS as CODE_PRESETS
 from grpo_ablate.tasks.data import check_local
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -179,16 +181,21 @@ def check_reward_model(path) -> None:
 
 
 def check_task_data(task: dict) -> None:
-    """Dataset-backed tasks: local files and their fields, and the sandbox's limits."""
-    fields = {"math": [task.get("question_field"), task.get("answer_field")],
-              "code": ["prompt", "entry_point", "tests"],
-              "chat": [task.get("prompt_field"), task.get("reference_field")]}.get(task["name"])
-    if fields is None:
+    """Dataset-backed tasks: the preset, local files, every row's fields and the preset's own
+    row checks (an empty test_list, a HumanEval row without `check`...), and the sandbox's
+    limits. Hub datasets are checked the same way when the run loads them."""
+    cls = TASKS[task["name"]]
+    if not hasattr(cls, "fields_of"):  # the embedded arithmetic task reads no dataset
         return
+    if task["name"] == "code" and task.get("preset") not in CODE_PRESETS:
+        raise UserError(f"task.preset={fmt(task.get('preset'))}: a code task scores rows of a "
+                        f"published schema; allowed: {', '.join(CODE_PRESETS)}")
     if task["name"] == "chat":
         check_reward_model(task.get("reward_model"))
+    fields = list(cls.fields_of(task))
     for split in ("train", "eval"):
-        check_local(str(task["dataset"][split]), f"task.dataset.{split}", fields)
+        check_local(str(task["dataset"][split]), f"task.dataset.{split}", fields,
+                    lambda row: cls.problem_in(task, row), task.get("preset"))
     if task["name"] == "code":
         box = task["sandbox"]
         Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],

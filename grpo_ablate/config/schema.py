@@ -21,6 +21,8 @@ from grpo_ablate.config.trainer import grpo_config_fields
 from grpo_ablate.errors import UserError
 
 ACCELERATE_CONFIGS = ("ddp", "zero2", "zero3")  # conf/accelerate/<name>.yaml
+# The published schemas a task file can name (conf/task/<preset>.yaml; docs/tasks.md).
+PRESETS = ("gsm8k", "math500", "humaneval", "mbpp", "ultrafeedback")
 # Allowed keys per section; None marks a leaf. Values are checked by RULES below.
 _LEAF = None
 SCHEMA: dict[str, Any] = {
@@ -41,6 +43,7 @@ SCHEMA: dict[str, Any] = {
               "filter_low_reward": {"threshold": _LEAF, "start": _LEAF, "end": _LEAF},
               "global_adv_norm": _LEAF, "ema": {"decay": _LEAF}},
     "model": {"name": _LEAF, "path": _LEAF,
+              "package": {"name": _LEAF, "version": _LEAF, "file": _LEAF, "sha256": _LEAF},
               "arch": {"hidden_size": _LEAF, "intermediate_size": _LEAF, "num_layers": _LEAF,
                        "num_heads": _LEAF},
               "sft": {"seed": _LEAF, "steps": _LEAF, "lr": _LEAF, "batch_size": _LEAF}},
@@ -51,6 +54,8 @@ SCHEMA: dict[str, Any] = {
              "tiny_completion_length": _LEAF,
              "dataset": {"train": _LEAF, "eval": _LEAF, "subset": _LEAF, "train_split": _LEAF,
                          "eval_split": _LEAF, "train_size": _LEAF, "eval_size": _LEAF},
+             "preset": _LEAF, "instruction": _LEAF, "instruction_format": _LEAF,
+             "solution_field": _LEAF,
              "question_field": _LEAF, "answer_field": _LEAF, "answer_format": _LEAF,
              "format_weight": _LEAF, "chat": _LEAF, "system_prompt": _LEAF,
              "prompt_field": _LEAF, "reference_field": _LEAF, "reward_model": _LEAF,
@@ -137,6 +142,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.tiny_completion_length": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
     "task.answer_format": (lambda x: x in ("gsm8k", "boxed", "plain"),
                            "one of: gsm8k, boxed, plain"),
+    "task.preset": (lambda x: x in (None, *PRESETS), "one of: " + ", ".join(PRESETS) + ", or null"),
+    "task.instruction_format": (lambda x: x in ("boxed", "gsm8k"), "one of: boxed, gsm8k"),
+    "task.instruction": (lambda x: x is None or isinstance(x, str), "a text, or null"),
     "task.format_weight": (lambda x: _num(x) and x >= 0, "a number >= 0"),
     "task.chat": (lambda x: x in (True, False, "auto"), "true, false or auto"),
     "task.dataset.train_size": (_opt(lambda x: _int(x) and x >= 1), "an integer >= 1, or null"),
@@ -144,6 +152,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.sandbox.timeout_s": (lambda x: _num(x) and 0 < x <= 600, "a number of seconds in (0, 600]"),
     "task.shaping.scale": (lambda x: x in ("units", "sft_quantiles"), "one of: units, sft_quantiles"),
     "task.shaping.sample": (lambda x: _int(x) and x >= 2, "an integer >= 2"),
+    "model.package.sha256": (lambda x: isinstance(x, str) and len(x) == 64
+                             and all(c in "0123456789abcdef" for c in x),
+                             "the file's sha256, 64 lowercase hex digits"),
     "logger.backend": (lambda x: x in ("none", "wandb"), "one of: none, wandb"),
     "logger.mode": (lambda x: x in ("offline", "online", "disabled"),
                     "one of: offline, online, disabled"),

@@ -129,6 +129,7 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
         specs = compose(overrides)
         check_trainable(sweep.unfinished(specs))
         todo, reused = sweep.plan(specs)
+        sweep.prepare_checkpoints(todo)
         say(f"{what}: {len(todo)} to train"
                   + (f", {reused} reused from the run cache" if reused else ""))
         if todo:

@@ -4,10 +4,14 @@ training. The folder of records is the single source of truth."""
 
 from __future__ import annotations
 
+import gc
+
 from grpo_ablate.config import RunSpec, check_trainable
 from grpo_ablate.launch import run_cache
+from grpo_ablate.models import checkpoint_ready, resolve_model_path
 from grpo_ablate.records import clean_partials, record_exists, run_lock, write_record
 from grpo_ablate.runtime import apply_thread_share, quiet_libraries, say
+from grpo_ablate.tasks import get_task, policy_data_key
 
 
 def execute(spec: RunSpec) -> str:
@@ -40,7 +44,39 @@ def train(spec: RunSpec):
     from grpo_ablate.launch.distributed import needs_processes, train_in_processes
     from grpo_ablate.training.train import train_one
 
+    freeze_loaded_objects()
     return train_in_processes(spec) if needs_processes(spec.config) else train_one(spec)
+
+
+_FROZEN = False
+
+
+def freeze_loaded_objects() -> None:
+    """Once per process, after the training stack is loaded: move what is alive now out of
+    the garbage collector's reach. Its collections then skip the libraries' millions of
+    objects (a 40-step tiny run: 15-20% faster here). Later runs' garbage is collected as
+    usual."""
+    global _FROZEN
+    if not _FROZEN:
+        gc.collect()
+        gc.freeze()
+        _FROZEN = True
+
+
+def prepare_checkpoints(specs: list[RunSpec]) -> None:
+    """Build or fetch what the runs start from, once, here, before any worker starts: the
+    embedded policy's SFT (a minute or more) or a packaged checkpoint's conversion would
+    otherwise hold one worker while the others wait on its lock."""
+    seen: set[str] = set()
+    for spec in specs:
+        cfg = spec.config
+        key = repr((cfg["model"], policy_data_key(cfg["task"])))
+        if key in seen or checkpoint_ready(cfg, policy_data_key(cfg["task"])):
+            seen.add(key)
+            continue
+        seen.add(key)
+        quiet_libraries()  # heavy (torch, transformers): a checkpoint is about to be built
+        resolve_model_path(cfg, get_task(cfg["task"]))
 
 
 def unfinished(specs: list[RunSpec]) -> list[RunSpec]:

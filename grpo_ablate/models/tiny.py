@@ -99,13 +99,17 @@ def sft_train(arch: dict, sft: dict, task, out_dir: Path, progress=None) -> None
     tokenizer.save_pretrained(out_dir)
 
 
+def tiny_policy_path(arch: dict, sft: dict, data_key: dict) -> Path:
+    """Where the SFT checkpoint for this config and task data is (or will be) cached."""
+    return cache_root() / "policies" / policy_key(arch, sft, data_key)
+
+
 def ensure_tiny_policy(arch: dict, sft: dict, task) -> Path:
     """Path of the cached SFT checkpoint for this config and task, training it once if
     missing. A lock makes concurrent sweeps wait for one builder; the rename makes it atomic."""
-    key = policy_key(arch, sft, task.policy_data_config())
-    root = cache_root() / "policies"
+    final = tiny_policy_path(arch, sft, task.policy_data_config())
+    root, key = final.parent, final.name
     root.mkdir(parents=True, exist_ok=True)
-    final = root / key
     if (final / "config.json").is_file():
         return final
     with FileLock(str(root / f"{key}.lock")):

@@ -8,7 +8,9 @@ A task is a class with `name` and these methods (train.py and policy.py use noth
 - `evaluate(model, tokenizer, max_new_tokens, temperature, sampled_k, seed)`: held-out
   `accuracy` (greedy), `reward_mean`, `sampled_accuracy` (avg@k), in an isolated RNG;
 - `use_tokenizer(tokenizer)`: plain or conversational prompts for this checkpoint;
-- for the embedded tiny policy: `policy_data_config()` (its cache key), `policy_alphabet()`,
+- `notes()`: what the run should say about how it was scored (kept in the record);
+- for the embedded tiny policy: `data_key(cfg)` (a static method: its cache key, from the
+  task section alone), `policy_data_config()`, `policy_alphabet()`,
   `sft_sample(rng) -> (prompt, completion)` and `max_text_length()`.
 
 Adding a task is one module here (a `TextTask` subclass for dataset-backed tasks), one
@@ -27,3 +29,8 @@ TASKS = {"arithmetic": ArithmeticTask, "math": MathTask, "code": CodeTask, "chat
 
 def get_task(cfg: dict):
     return TASKS[cfg["name"]](cfg)
+
+
+def policy_data_key(cfg: dict) -> dict:
+    """The embedded policy's data key for a task section, without loading its rows."""
+    return TASKS[cfg["name"]].data_key(cfg)

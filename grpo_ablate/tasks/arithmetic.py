@@ -109,8 +109,15 @@ class ArithmeticTask:
         self.train_problems, self.eval_problems = train, held_out
 
     def policy_data_config(self) -> dict:
+        return self.data_key(self.cfg)
+
+    @staticmethod
+    def data_key(cfg: dict) -> dict:
         """What the embedded policy's SFT data depends on (part of its cache key)."""
-        return {"max_operand": self.cfg["max_operand"], "carry_bug_rate": self.cfg["carry_bug_rate"]}
+        return {"max_operand": cfg["max_operand"], "carry_bug_rate": cfg["carry_bug_rate"]}
+
+    def notes(self) -> list[str]:
+        return []
 
     def use_tokenizer(self, tokenizer) -> None:
         """Plain prompts always ("a+b="): the embedded policy has no chat template."""
@@ -138,8 +145,8 @@ class ArithmeticTask:
 
     def evaluate(self, model, tokenizer, max_new_tokens: int, temperature: float,
                  sampled_k: int, seed: int) -> dict[str, float]:
-        """Held-out greedy accuracy and reward, and sampled accuracy (avg@k at `temperature`).
-        Runs in an isolated RNG so it never changes the training run."""
+        """Held-out greedy accuracy and reward, and sampled accuracy (avg@k at `temperature`;
+        none when sampled_k is 0). Runs in an isolated RNG so it never changes the training run."""
         import torch
 
         problems = self.eval_problems
@@ -151,7 +158,8 @@ class ArithmeticTask:
                 greedy = generate(model, tokenizer, texts, max_new_tokens, None, batch=len(texts))
                 try:
                     sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
-                                       temperature, batch=len(texts) * sampled_k)
+                                       temperature, batch=len(texts) * sampled_k) \
+                        if sampled_k else []
                 except RuntimeError:  # non-finite weights cannot be sampled from
                     sampled = None
         finally:
@@ -161,7 +169,9 @@ class ArithmeticTask:
             "accuracy": sum(r == 1.0 for r in rewards) / len(rewards),
             "reward_mean": sum(rewards) / len(rewards),
         }
-        if sampled is None:
+        if not sampled_k:
+            pass  # greedy only (the intermediate evaluations)
+        elif sampled is None:
             out["sampled_accuracy"] = float("nan")
         else:
             hits = [graded_reward(c, p.answer) == 1.0

@@ -4,7 +4,7 @@ evaluation, and what the embedded tiny policy needs to be SFT-trained on the tas
 
 A task (see grpo_ablate/tasks/__init__.py for the protocol) subclasses `TextTask` and says
 how to read a row (`question`, `gold`), how to score a completion (`score`: 1.0 counts as
-correct), and how to reward one (`reward`).
+correct), how to reward one (`reward`), and what a row must hold (`fields`, `row_problem`).
 """
 
 from __future__ import annotations
@@ -13,23 +13,34 @@ import random
 from typing import Any
 
 from grpo_ablate.errors import UserError
-from grpo_ablate.tasks.data import load_rows, resolve_source
+from grpo_ablate.tasks.data import load_task_rows, resolve_source
 from grpo_ablate.tasks.evaluation import generate, isolated_rng
 
 
 class TextTask:
     name = "text"
-    fields: tuple[str, ...] = ()
 
     def __init__(self, cfg: dict) -> None:
         self.cfg = cfg
-        data = cfg["dataset"]
-        common = dict(fields=list(self.fields), subset=data.get("subset"))
-        self.train = load_rows(data["train"], data["train_split"], key="task.dataset.train",
-                               limit=data.get("train_size"), **common)
-        self.held_out = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval",
-                                  limit=data.get("eval_size"), **common)
+        self.train, self.held_out = load_task_rows(
+            cfg["dataset"], list(self.fields_of(cfg)), lambda row: self.problem_in(cfg, row))
         self.conversational = False
+
+    # ------------------------------------------------------------------ what a row holds
+    # Static: the config layer checks a local file's rows with them before anything trains.
+    @staticmethod
+    def fields_of(cfg: dict) -> tuple[str, ...]:
+        """The fields every row must have."""
+        raise NotImplementedError
+
+    @staticmethod
+    def problem_in(cfg: dict, row: dict) -> str | None:
+        """What is wrong with a row beyond missing fields (None: nothing)."""
+        return None
+
+    def notes(self) -> list[str]:
+        """What the run should say about how it was scored (kept in the record)."""
+        return []
 
     # ------------------------------------------------------------------ per task
     def question(self, row: dict) -> str:
@@ -60,10 +71,16 @@ class TextTask:
         self.conversational = has_template if chat == "auto" else bool(chat)
 
     def prompt(self, row: dict):
-        """TRL's prompt: a list of messages (conversational) or plain text."""
+        """TRL's prompt: a list of messages (conversational: the question and the task's
+        instruction) or plain text (the question alone, as the dataset's own answers follow
+        it)."""
         text = self.question(row)
         if not self.conversational:
             return f"{text}\n"
+        instruction = self.cfg.get("instruction")
+        return self.messages(f"{text}\n\n{instruction}" if instruction else text)
+
+    def messages(self, text: str) -> list[dict]:
         system = self.cfg.get("system_prompt")
         return ([{"role": "system", "content": system}] if system else []) + \
             [{"role": "user", "content": text}]
@@ -101,25 +118,35 @@ class TextTask:
             with isolated_rng(seed), torch.no_grad():
                 greedy = generate(model, tokenizer, texts, max_new_tokens, None)
                 sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
-                                    temperature)
+                                    temperature) if sampled_k else []
         finally:
             model.train(was_training)
         scores = self.scores(greedy, rows)
         rewards = self.reward(greedy, **_columns([self.reward_columns(r) for r in rows]))
-        sampled_scores = self.scores(sampled, rows * sampled_k)
-        return {"accuracy": sum(s == 1.0 for s in scores) / len(rows),
-                "reward_mean": sum(rewards) / len(rewards),
-                "sampled_accuracy": sum(s == 1.0 for s in sampled_scores) / len(sampled_scores)}
+        out = {"accuracy": sum(s == 1.0 for s in scores) / len(rows),
+               "reward_mean": sum(rewards) / len(rewards)}
+        if sampled_k:  # 0: greedy only (the intermediate evaluations)
+            sampled_scores = self.scores(sampled, rows * sampled_k)
+            out["sampled_accuracy"] = sum(s == 1.0 for s in sampled_scores) / len(sampled_scores)
+        return out
 
     def scores(self, completions: list[str], rows: list[dict]) -> list[float]:
         return [self.score(c, r) for c, r in zip(completions, rows, strict=True)]
 
     # ------------------------------------------------------------------ embedded policy
     def policy_data_config(self) -> dict:
-        """What the embedded policy's SFT data depends on (part of its cache key)."""
-        data = self.cfg["dataset"]
-        return {"task": self.name, "train": resolve_source(data["train"]),
-                "train_size": data.get("train_size")}
+        return self.data_key(self.cfg)
+
+    @staticmethod
+    def data_key(cfg: dict) -> dict:
+        """What the embedded policy's SFT data depends on (part of its cache key): the rows
+        and how they are read, not how completions are rewarded."""
+        keys = ("name", "preset", "dataset", "question_field", "answer_field", "answer_format",
+                "solution_field", "prompt_field", "reference_field")
+        out = {k: cfg[k] for k in keys if k in cfg}
+        out["dataset"] = {**cfg["dataset"], "train": resolve_source(str(cfg["dataset"]["train"])),
+                          "eval": resolve_source(str(cfg["dataset"]["eval"]))}
+        return out
 
     def policy_alphabet(self) -> list[str]:
         text = "".join(self.prompt(r) + self.demonstration(r)

@@ -1,19 +1,35 @@
-"""Task data through `datasets.load_dataset`: a hub name, or a local JSON / JSONL / parquet
-file, with split and field names from the task config. Problems are one line each (exit 2),
-found before anything trains."""
+"""Task data through `datasets.load_dataset`: a hub name, or a local JSON / JSONL (also
+gzipped) / parquet file, with split and field names from the task config. Problems are one
+line each (exit 2): local files are checked before anything trains, hub datasets when the
+run loads them.
+
+When the train and eval sources name the same dataset and split (MATH-500 and HumanEval ship
+one split), the held-out rows are the first `eval_size` and the train rows the rest: the two
+never overlap."""
 
 from __future__ import annotations
 
+import gzip
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 from grpo_ablate.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-LOCAL_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+LOCAL_BUILDERS = {".json": "json", ".jsonl": "json", ".json.gz": "json", ".jsonl.gz": "json",
+                  ".parquet": "parquet"}
+# What is wrong with one row (None: nothing), for validation.
+RowCheck = Callable[[dict], "str | None"]
+
+
+def suffix(path: Path) -> str:
+    """`.jsonl.gz` for a gzipped file, else the last suffix."""
+    return "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
 
 
 def is_local(source: str) -> bool:
-    return source.startswith(("/", ".", "~")) or Path(source).suffix in LOCAL_BUILDERS
+    return source.startswith(("/", ".", "~")) or suffix(Path(source)) in LOCAL_BUILDERS
 
 
 def resolve_source(source: str) -> str:
@@ -23,47 +39,66 @@ def resolve_source(source: str) -> str:
     return source
 
 
-def check_local(source: str, key: str, fields: list[str]) -> None:
-    """Validation-time check of a local file: it exists, has rows, and every row has the
-    fields (hub datasets are checked when the run loads them)."""
-    import json
+def read_local(path: Path) -> list:
+    """The rows of a local file, without `datasets` (validation must stay cheap)."""
+    kind = suffix(path)
+    if kind == ".parquet":
+        import pyarrow.parquet as pq  # installed with datasets; only for a parquet file
 
+        return pq.read_table(path).to_pylist()
+    opener = gzip.open if kind.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        text = fh.read()
+    if kind.startswith(".json") and not kind.startswith(".jsonl") and text.lstrip().startswith("["):
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def check_local(source: str, key: str, fields: list[str], row_check: RowCheck | None = None,
+                preset: str | None = None) -> None:
+    """Validation-time check of a local file: it exists, has rows, and every row has the
+    fields (and passes the preset's own row check)."""
     source = resolve_source(source)
     if not is_local(source):
         return
     path = Path(source).expanduser()
-    if path.suffix not in LOCAL_BUILDERS:
-        raise UserError(f"{key}={source}: unknown file type; allowed: .json, .jsonl, .parquet, "
-                        "or a hub dataset name")
+    allowed = "a .json/.jsonl (optionally .gz) or .parquet file, or a hub dataset name"
+    if suffix(path) not in LOCAL_BUILDERS:
+        raise UserError(f"{key}={source}: unknown file type; allowed: {allowed}")
     if not path.is_file():
-        raise UserError(f"{key}={source}: no such file; allowed: a .json/.jsonl/.parquet file "
-                        "or a hub dataset name")
-    if path.suffix == ".jsonl":
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-        if not lines:
-            raise UserError(f"{key}={source}: the file has no rows")
-        for n, line in enumerate(lines, 1):
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise UserError(f"{key}={source}: line {n} is not JSON") from None
-            missing = [f for f in fields if not isinstance(row, dict) or f not in row]
-            if missing:
-                raise UserError(f"{key}={source}: line {n} has no field {missing[0]!r}; "
-                                f"fields there: {', '.join(row) if isinstance(row, dict) else '-'}")
+        raise UserError(f"{key}={source}: no such file; allowed: {allowed}")
+    try:
+        rows = read_local(path)
+    except (OSError, ValueError, EOFError) as exc:
+        raise UserError(f"{key}={source}: not readable ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); allowed: {allowed}") \
+            from None
+    if not rows:
+        raise UserError(f"{key}={source}: the file has no rows")
+    what = f"{preset} row" if preset else "row"
+    for n, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise UserError(f"{key}={source}: row {n} is not a JSON object")
+        missing = [f for f in fields if f not in row]
+        if missing:
+            raise UserError(f"{key}={source}: row {n} has no field {missing[0]!r}; "
+                            f"fields there: {', '.join(row)}")
+        problem = row_check(row) if row_check else None
+        if problem:
+            raise UserError(f"{key}={source}: {what} {n}: {problem}")
 
 
 def load_rows(source: str, split: str, fields: list[str], key: str, subset: str | None = None,
-              limit: int | None = None) -> list[dict]:
+              limit: int | None = None, row_check: RowCheck | None = None) -> list[dict]:
     """Rows of one split, as dicts holding at least `fields`."""
-    import datasets
+    import datasets  # heavy: loaded where a run reads its data
 
     datasets.disable_progress_bars()  # the sweep shows its own progress
     source = resolve_source(source)
     try:
         if is_local(source):
             path = Path(source).expanduser()
-            builder = LOCAL_BUILDERS.get(path.suffix)
+            builder = LOCAL_BUILDERS.get(suffix(path))
             if builder is None or not path.is_file():
                 raise UserError(f"{key}={source}: no such .json/.jsonl/.parquet file")
             ds = datasets.load_dataset(builder, data_files=str(path), split="train")
@@ -82,4 +117,39 @@ def load_rows(source: str, split: str, fields: list[str], key: str, subset: str 
         raise UserError(f"{key}={source}: split {split!r} is empty")
     if limit:
         ds = ds.select(range(min(limit, len(ds))))
-    return [dict(r) for r in ds]
+    rows = [dict(r) for r in ds]
+    for n, row in enumerate(rows, 1):
+        problem = row_check(row) if row_check else None
+        if problem:
+            raise UserError(f"{key}={source}: row {n}: {problem}")
+    return rows
+
+
+def same_split(data: dict) -> bool:
+    """Whether train and eval name one dataset split (then they are split disjointly)."""
+    def where(part: str) -> tuple:
+        return resolve_source(str(data[part])), data.get(f"{part}_split") \
+            if not is_local(resolve_source(str(data[part]))) else None
+
+    return where("train") == where("eval")
+
+
+def load_task_rows(data: dict, fields: list[str],
+                   row_check: RowCheck | None = None) -> tuple[list[dict], list[dict]]:
+    """(train rows, held-out rows) of a task's dataset section."""
+    common = dict(fields=fields, subset=data.get("subset"), row_check=row_check)
+    if same_split(data):
+        rows = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval", **common)
+        n_eval = min(data.get("eval_size") or len(rows) // 2, len(rows) - 1)
+        if n_eval < 1:
+            raise UserError(f"task.dataset.eval={data['eval']}: {len(rows)} row(s) cannot be split "
+                            "into disjoint train and held-out rows; allowed: at least 2 rows")
+        train = rows[n_eval:]
+        if data.get("train_size"):
+            train = train[:data["train_size"]]
+        return train, rows[:n_eval]
+    train = load_rows(data["train"], data["train_split"], key="task.dataset.train",
+                      limit=data.get("train_size"), **common)
+    held_out = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval",
+                         limit=data.get("eval_size"), **common)
+    return train, held_out

@@ -73,6 +73,7 @@ class EvalCallback(TrainerCallback):
         self.ema_decay, self.ema, self.guard, self.on_eval = ema_decay, None, guard, on_eval
         self.evals: list[tuple[int, dict]] = []
         self.raw_evals: list[tuple[int, dict]] = []
+        self.seconds = 0.0  # spent evaluating (the budget shows it beside training)
 
     def _add(self, step: int, prefix: str, metrics: dict, into: list) -> None:
         into.append((step, metrics))
@@ -81,6 +82,13 @@ class EvalCallback(TrainerCallback):
             self.on_eval(step, prefix, metrics)
 
     def _run(self, model, step: int, final: bool = False) -> None:
+        start = time.perf_counter()
+        try:
+            self._evaluate_all(model, step, final)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _evaluate_all(self, model, step: int, final: bool) -> None:
         if self.ema is not None:
             with self.ema.swapped_in(model):
                 self._add(step, "eval/", self.evaluate(model, final, step), self.evals)
