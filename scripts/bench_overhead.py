@@ -3,6 +3,7 @@
 Alternates the two in one process (so machine noise hits both alike) and prints the
 median ratio of their training times as its last line: overhead_ratio=<ratio>.
 Target: <= 1.05.  Usage: python scripts/bench_overhead.py [--repeats 11] [--steps 40]
+[--override trainer.use_cpu=false --override trainer.bf16=true]  (the GPU check's form)
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=11)  # 5 proved too noisy here
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--override", action="append", default=[],
+                    help="a config override for all three, e.g. trainer.use_cpu=false (GPU check)")
     ns = ap.parse_args()
 
     import transformers
@@ -39,7 +42,7 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     # Periodic evals are an extra grpo-ablate does on purpose; compare the training itself.
     (spec,) = specs_for([f"trainer.max_steps={ns.steps}", "eval.every_steps=0",
-                         "run_cache=null"], multirun=False)
+                         "run_cache=null", *ns.override], multirun=False)
     task = get_task(spec.config["task"])
     path = resolve_model_path(spec.config, task)
     tok = AutoTokenizer.from_pretrained(path)

@@ -143,6 +143,7 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
             cost = sum_over_processes(cost)  # each process counted its own completions
         notes += task.notes()
         cost["eval_seconds"] = round(evals.seconds, 3)
+        cost["generation_seconds"] = round(trainer.generation_seconds, 3)
         if guard.reason:
             status, error = "diverged", guard.reason
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the sweep goes on

