@@ -250,15 +250,15 @@ def cmd_demo(args: list[str]) -> int:
     return code
 
 
-LENGTHS_DEFAULTS = {"--prompts": 64, "--cap": 2048}
+LENGTHS_DEFAULTS = {"--prompts": 64, "--cap": 1024}
 LENGTHS_USAGE = """usage: grpo-ablate lengths [--prompts N] [--cap T] [overrides]
 
 Completion-length percentiles of the SFT policy on the task's train prompts, and the review's
 max completion length (their 95th percentile).
 
   --prompts N   train prompts sampled, one completion each (default 64)
-  --cap T       tokens at most per completion (default 2048); completions that reach it
-                are counted and reported
+  --cap T       tokens at most per completion (default 1024, the review's usual maximum);
+                completions that reach it are counted and reported
   overrides     Hydra overrides, as for `grpo-ablate run` (model=..., task=..., model.path=...)"""
 
 

@@ -249,3 +249,32 @@ def test_a_real_checkpoint_with_bpe_and_a_chat_template_runs_conversationally(tm
     record = read_record(path)
     assert record.status == "completed" and record.steps == 2
     assert record.config["trainer"]["bf16"] is False  # the CPU: fp32, whatever the CPU has
+
+
+def test_sampled_lengths_drop_ended_rows_and_equal_generate_row_by_row(tmp_path):
+    """The lengths loop (one left-padded batch, a KV cache, ended rows dropped) gives each
+    prompt what `generate` gives it alone; with top_k=1 sampling is greedy, so they must agree
+    token for token (prompts of different lengths: the padding and positions are exercised)."""
+    import torch
+    from tiny_qwen import build_tiny_qwen2
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_ablate.training.lengths import sample_lengths
+
+    path = build_tiny_qwen2(tmp_path / "qwen")
+    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
+    torch.manual_seed(0)
+    with torch.no_grad():  # a bias towards the end token makes some rows stop early
+        model.lm_head.weight[tokenizer.eos_token_id] += 0.35 * torch.randn(model.config.hidden_size)
+    texts = ["Ann has 3 pens.", "Cal has 12 books and gives away 5. How many?", "Eli", "4+4="]
+    stops = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+    got = sample_lengths(model, tokenizer, texts, 40, stops, 1.0, 1.0, 1)
+    want = []
+    for text in texts:
+        enc = tokenizer(text, return_tensors="pt")
+        out = model.generate(**enc, max_new_tokens=40, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id)[0, enc["input_ids"].shape[1]:]
+        ends = [j for j, t in enumerate(out.tolist()) if t in stops]
+        want.append(ends[0] + 1 if ends else 40)
+    assert got == want
+    assert len(set(got)) > 1  # rows ended at different steps
