@@ -136,3 +136,47 @@ def test_local_launcher_caps_concurrency_to_the_machine():
     assert cfg.hydra.launcher._target_.endswith("LocalLauncher")
     joblib = compose(["launcher=joblib"])
     assert joblib.hydra.launcher.n_jobs == os.cpu_count()
+
+
+def _runs_part(cfg) -> dict:
+    from omegaconf import OmegaConf
+
+    return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"}
+
+
+@pytest.mark.parametrize("overrides", [["sweep=catalog", "seed=0,1"],
+                                       ["sweep=demo", "launcher=joblib", "seed=4"],
+                                       ["sweep=smoke", "trick=baseline,ema", "seed=0,1",
+                                        "adaptive.rungs=[2,3]", "out_root=/tmp/x"]])
+def test_the_composer_gives_every_job_what_hydra_composes(overrides, tmp_path, monkeypatch):
+    """One Hydra composition per set of group choices plus the plain key=value overrides set
+    on a copy, fresh and from the compose cache, equals composing each job through Hydra
+    (every trick of the catalog, on two seeds)."""
+    from grpo_ablate.config.compose import Composer
+
+    monkeypatch.setenv("GRPO_ABLATE_CACHE", str(tmp_path / "cache"))
+    jobs = expand_jobs(overrides)
+    want = [_runs_part(compose(job)) for job in jobs]
+    fresh, cached = Composer(), Composer()
+    assert [_runs_part(fresh(job)) for job in jobs] == want  # fills the cache
+    assert list((tmp_path / "cache" / "compose").glob("*.yaml"))
+    assert [_runs_part(cached(job)) for job in jobs] == want  # from the cache
+
+
+def test_the_compose_cache_follows_an_edited_config_file(tmp_path, monkeypatch):
+    from grpo_ablate.config.compose import Composer
+
+    monkeypatch.setenv("GRPO_ABLATE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "mine" / "trick").mkdir(parents=True)
+    trick = tmp_path / "mine" / "trick" / "kl_x.yaml"
+    search = f"hydra.searchpath=[file://{tmp_path / 'mine'}]"
+
+    def beta() -> float:
+        composer = Composer()
+        composer([search, "trick=baseline", "seed=1"])  # learns which keys are groups
+        return _runs_part(composer([search, "trick=kl_x", "seed=3"]))["trainer"]["beta"]
+
+    for value in (0.2, 0.3):
+        trick.write_text("# @package _global_\ntrick:\n  id: kl_x\n  family: kl\n  changes: x\n"
+                         f"  verdict: x\n  keys: [trainer.beta]\ntrainer:\n  beta: {value}\n")
+        assert beta() == value and beta() == value  # composed, then from the cache

@@ -9,7 +9,11 @@ line naming key, value and what is allowed.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import os
 import re
+from pathlib import Path
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
@@ -21,6 +25,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from grpo_ablate import __version__
 from grpo_ablate.config import registry  # noqa: F401 - the resolvers and the sweep group
 from grpo_ablate.config.checks import (
     check_launch,
@@ -31,10 +36,11 @@ from grpo_ablate.config.checks import (
 )
 from grpo_ablate.config.identity import RunSpec, run_id
 from grpo_ablate.config.layout import check_layout, match_budget
-from grpo_ablate.config.paths import CONF_DIR
+from grpo_ablate.config.paths import CONF_DIR, SWEEPS_DIR
 from grpo_ablate.config.schema import check_keys, check_values, suggest
 from grpo_ablate.config.trainer import check_with_trl
 from grpo_ablate.errors import UserError
+from grpo_ablate.runtime import cache_root, package_version
 
 
 def validate(cfg: DictConfig | dict) -> RunSpec:
@@ -161,7 +167,7 @@ class Composer:
     already holds as values, set on a copy: what Hydra does after merging the defaults
     (tests/test_config.py checks that the two agree, the hydra node aside, on every job of
     the catalog). The catalog's 125 jobs composed through Hydra one by one took 15 s here,
-    this way 4 s."""
+    this way 4 s, and under 1 s from the compose cache (`_base`)."""
 
     def __init__(self) -> None:
         self._bases: dict[tuple[str, ...], DictConfig] = {}
@@ -177,9 +183,7 @@ class Composer:
         plain = [o for o in parsed if _plain(o) and self._is_value[o.key_or_group]]
         groups = tuple(o.input_line for o in parsed if o not in plain)
         if groups not in self._bases:
-            full = compose(list(groups))
-            # the run's part: validation leaves the (large) hydra node out, so copies skip it
-            self._bases[groups] = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+            self._bases[groups] = self._base(groups)
         base = self._bases[groups]
         if not all(_holds_value(base, o.key_or_group) for o in plain):
             return compose(job)  # a key the config does not hold as a value: Hydra decides
@@ -188,6 +192,45 @@ class Composer:
             for o in plain:
                 OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False)
         return cfg  # without the hydra node, which validation leaves out
+
+
+    def _base(self, groups: tuple[str, ...]) -> DictConfig:
+        """The composed config of these group choices without its hydra node (validation
+        leaves that node out), from the compose cache when the config files are unchanged."""
+        path = self._cache_path(groups)
+        if path is not None and path.is_file():
+            try:
+                return OmegaConf.create(path.read_text())
+            except (OSError, ValueError, OmegaConfBaseException):
+                pass
+        full = compose(list(groups))
+        base = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+                tmp.write_text(OmegaConf.to_yaml(base))
+                os.replace(tmp, path)
+            except OSError:  # no writable cache: compose every time
+                pass
+        return base
+
+    def _cache_path(self, groups: tuple[str, ...]) -> Path | None:
+        """`<cache>/compose/<hash>.yaml`, the hash of the group choices and of every config
+        file they can reach (names, sizes, times) and the versions composing them; None when
+        a search path is not a local folder."""
+        dirs = [CONF_DIR, SWEEPS_DIR]
+        for group in groups:
+            if group.startswith("hydra.searchpath="):
+                for entry in group.split("=", 1)[1].strip("[]").split(","):
+                    if not entry.startswith("file://"):
+                        return None
+                    dirs.append(Path(entry[len("file://"):]))
+        files = sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns)
+                       for d in dirs for p in Path(d).rglob("*.yaml"))
+        blob = json.dumps([groups, files, __version__, package_version("hydra-core"),
+                           package_version("omegaconf")])
+        return cache_root() / "compose" / f"{hashlib.sha256(blob.encode()).hexdigest()[:24]}.yaml"
 
 
 def _plain(o: Override) -> bool:

@@ -1,0 +1,54 @@
+"""Wall time of the commands a user waits on, each run as a fresh process (the median of
+--repeats runs): --version, run --help, sweep --help, run --cfg job, and the re-run of a
+finished sweep (sweep=smoke, trained once first in a temporary folder) and, with --demo-out,
+of a finished demo (run once first when the folder holds none). Prints one
+`cli_seconds[<command>]=<s>` line each. Targets (issue #20): 1.5 s for --help and --cfg job,
+10 s for a re-run of a finished sweep or demo, figures included.
+
+Usage: python scripts/bench_cli.py [--repeats 3] [--demo-out DIR]"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ENV = {**os.environ, "WANDB_MODE": "offline"}
+
+
+def cli(*args: str) -> float:
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", *args], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"grpo-ablate {' '.join(args)} failed: {res.stderr[-500:]}")
+    return seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--demo-out", default=None, help="out_root of a demo (run first if missing)")
+    ns = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cli("sweep", "sweep=smoke", f"out_root={tmp}")  # trains it once
+        commands = {"--version": ["--version"], "run --help": ["run", "--help"],
+                    "sweep --help": ["sweep", "--help"],
+                    "run --cfg job": ["run", "--cfg", "job", "trick=no_kl"],
+                    "finished sweep": ["sweep", "sweep=smoke", f"out_root={tmp}"]}
+        if ns.demo_out:
+            if not os.path.isdir(os.path.join(ns.demo_out, "demo", "runs")):
+                cli("demo", f"out_root={ns.demo_out}")
+            commands["finished demo"] = ["demo", f"out_root={ns.demo_out}"]
+        for name, args in commands.items():
+            times = [cli(*args) for _ in range(ns.repeats)]
+            print(f"cli_seconds[{name}]={statistics.median(times):.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
