@@ -158,6 +158,8 @@ def _sweep(line: HydraLine, default_sweep: bool, report_args: list[str] | None =
     if default_sweep and not any(o.split("=")[0] in ("sweep", "+sweep") for o in overrides):
         overrides = ["sweep=catalog", *overrides]
     search = line.search_overrides
+    if any(f in line.show for f in ("-h", "--help", "--hydra-help")):
+        return _show(line, overrides)  # Hydra's help: no job to list
     if line.show:  # one run's config: the sweep's first job, after listing them all
         jobs = expand_jobs([*search, *overrides])
         print(f"# {len(jobs)} jobs; the first one's config follows", file=sys.stderr)
