@@ -146,3 +146,21 @@ def test_report_expands_a_quoted_glob_of_sweep_folders(tmp_path):
         expand_paths([str(tmp_path / "nope-*")])
     with pytest.raises(UserError, match="need --out DIR"):
         cli_module.cmd_report([str(tmp_path / "sweep-*")])
+
+
+def test_trl_refuses_a_trainer_value_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """TRL's own GRPOConfig checks run where a run would train (not for --cfg, which must not
+    import TRL); a section TRL accepted is remembered, one it refused never is."""
+    monkeypatch.setenv("GRPO_ABLATE_CACHE", str(tmp_path / "cache"))
+    code, _, err = run_main(capsys, "run", f"out_root={tmp_path}/out",
+                            "trainer.lr_scheduler_type=bogus")
+    assert code == 2 and err.count("\n") == 1
+    assert "trainer: bogus is not a valid SchedulerType" in err
+    assert not (tmp_path / "out").exists()
+    assert not list((tmp_path / "cache").rglob("accepted/*"))
+    from grpo_ablate.config import specs_for
+    from grpo_ablate.config.trainer import check_with_trl
+
+    (spec,) = specs_for([], multirun=False)
+    check_with_trl(spec.config)
+    assert len(list((tmp_path / "cache").rglob("accepted/*"))) == 1

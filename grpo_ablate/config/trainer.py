@@ -9,6 +9,7 @@ the cache folder: importing TRL costs seconds (torch, transformers), and `--cfg 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -65,8 +66,16 @@ def grpo_kwargs(data: dict, output_dir: str) -> dict[str, Any]:
 
 
 def check_with_trl(data: dict) -> None:
-    """TRL's own GRPOConfig checks on the trainer section (TRL is imported: done where a
-    run is about to train, not for --cfg or --help)."""
+    """TRL's own GRPOConfig checks on the trainer section (done where a run is about to
+    train, not for --cfg or --help). A section TRL accepted once is remembered per TRL and
+    transformers version, so a sweep launches without importing TRL in its launching process
+    (3 s here) when its sections have been checked before."""
+    kwargs = grpo_kwargs(data, output_dir="-")
+    blob = json.dumps([package_version("trl"), package_version("transformers"), kwargs],
+                      sort_keys=True, default=str)
+    accepted = cache_root() / "trl" / "accepted" / hashlib.sha256(blob.encode()).hexdigest()[:24]
+    if accepted.is_file():
+        return
     quiet_libraries()  # importing TRL prints W&B and deprecation chatter
     from trl import GRPOConfig  # heavy: torch + transformers
 
@@ -77,3 +86,8 @@ def check_with_trl(data: dict) -> None:
         except (ValueError, TypeError) as exc:
             text = re.sub(r"\s+", " ", str(exc)).strip()
             raise UserError(f"trainer: {text}") from None
+    try:
+        accepted.parent.mkdir(parents=True, exist_ok=True)
+        accepted.touch()
+    except OSError:  # no writable cache: checked again next time
+        pass
