@@ -100,4 +100,4 @@ def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2):
     assert lines[0].startswith("smollm2-135m on math: 4 sampled completions")
     assert lines[1].startswith("p50=") and "p95=" in lines[1]
     assert "suggested trainer.max_completion_length=" in res.stdout
-    assert "lengths: 4/4 prompts" in res.stderr and "tokens generated" in res.stderr
+    assert "lengths: 4/4 completions" in res.stderr and "tokens generated" in res.stderr

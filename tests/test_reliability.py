@@ -266,8 +266,11 @@ def test_same_seed_identical_record_except_timings(tiny_policy):
         (spec,) = specs_for(["trainer.max_steps=4", "eval.every_steps=2", f"seed={seed}"], False)
         record, history = train_one(spec)
         body = asdict(record)
-        for timing in ("wall_seconds", "checksum"):
+        for timing in ("wall_seconds", "checksum", "notes"):  # notes: the start eval's origin
             body.pop(timing)
+        for timing in ("eval_seconds", "generation_seconds"):
+            body["cost"].pop(timing)
+        body["machine"].pop("threads")
         return body, history
 
     (rec_a, hist_a), (rec_b, hist_b), (_, hist_c) = run(7), run(7), run(8)

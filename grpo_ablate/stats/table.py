@@ -22,6 +22,9 @@ from grpo_ablate.records import STATUSES, scan_records
 from grpo_ablate.runtime import describe_machine
 
 ID_COLUMNS = ("arm", "seed", "model", "task", "status")
+# Where and how fast a run went, not what it computed: two records of one run may differ here.
+TIMINGS = ("run_id", "sweep_dir", "wall_seconds", "budget/wall_seconds", "budget/eval_seconds",
+           "budget/generation_seconds", "machine", "machine_id")
 KEY = ["model", "task", "arm", "seed"]
 
 
@@ -142,8 +145,7 @@ def _normalise(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     df["seed"] = df["seed"].astype(int)
     dup = df.duplicated(KEY, keep=False)
     if dup.any():
-        value_cols = [c for c in df.columns if c not in ("run_id", "sweep_dir", "wall_seconds",
-                                                         "budget/wall_seconds")]
+        value_cols = [c for c in df.columns if c not in TIMINGS]
         groups = df[dup].groupby(KEY, sort=True)
         conflicts = [k for k, g in groups if len(g[value_cols].astype(str).drop_duplicates()) > 1]
         if conflicts and "config_key" in df.columns and \
