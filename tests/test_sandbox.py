@@ -155,7 +155,7 @@ FALLBACK_GUARANTEES = ("infinite_loop", "fork_bomb", "memory_hog", "huge_stdout"
 @pytest.mark.slow
 def test_unshare_fallback_keeps_its_documented_guarantees(tmp_path, listener, monkeypatch):
     """Without bubblewrap: new user, network and PID namespaces plus the limits. The root
-    and /tmp are not private there (the README says so), so those attacks are left out."""
+    and /tmp are not private there (docs/tasks.md says so), so those attacks are left out."""
     import shutil
 
     import grpo_ablate.sandbox as sandbox

@@ -2,7 +2,7 @@
 multiple comparisons, with a verdict (fixed n, or an adaptive sweep's looks replayed from
 its records). What sits beside each verdict is in accounting.py.
 
-Decision rules (README, "How verdicts are made"):
+Decision rules (docs/verdicts.md):
 - improves/harms: the Holm-adjusted p < alpha and the CI excludes 0 on that side, in the
   metric's direction (higher or lower is better).
 - negligible: significant, but the CI lies inside +/- min-effect.

@@ -1,4 +1,4 @@
-"""Group-sequential decisions for an adaptive seed ladder (README, "Adaptive sweeps").
+"""Group-sequential decisions for an adaptive seed ladder (docs/verdicts.md, "Adaptive sweeps").
 
 Seeds are added in pre-declared rungs (default 3 -> 6 -> 10 per arm). After each rung every
 open arm is looked at once, and settled arms stop:
