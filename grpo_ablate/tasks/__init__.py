@@ -1,6 +1,7 @@
 """Tasks: RL prompts, a reward and a held-out evaluation, behind one small protocol.
 
-A task is a class with `name` and these methods (train.py and policy.py use nothing else):
+A task is a class with `name` and these methods (the training layer and models/ use nothing
+else):
 - `train_rows()`: the RL dataset, one dict per prompt: `prompt` (text, or TRL's
   conversational messages) plus the columns its reward reads;
 - `reward(completions, **columns) -> list[float]`: the TRL reward function's body (one
@@ -9,12 +10,15 @@ A task is a class with `name` and these methods (train.py and policy.py use noth
   `accuracy` (greedy), `reward_mean`, `sampled_accuracy` (avg@k), in an isolated RNG;
 - `use_tokenizer(tokenizer)`: plain or conversational prompts for this checkpoint;
 - `notes()`: what the run should say about how it was scored (kept in the record);
+- dataset-backed tasks (`TextTask`): static `fields_of(cfg)` and `problem_in(cfg, row)`, the
+  fields every row needs and what else can be wrong with one (the config layer checks a
+  local file's rows with them before anything trains);
 - for the embedded tiny policy: `data_key(cfg)` (a static method: its cache key, from the
   task section alone), `policy_data_config()`, `policy_alphabet()`,
   `sft_sample(rng) -> (prompt, completion)` and `max_text_length()`.
 
 Adding a task is one module here (a `TextTask` subclass for dataset-backed tasks), one
-entry in TASKS, and one conf/task/<name>.yaml.
+entry in TASKS, and one conf/task/<name>.yaml per published schema (docs/tasks.md).
 """
 
 from __future__ import annotations
