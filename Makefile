@@ -1,32 +1,38 @@
-# The two commands: `make demo` and `make test`. Both set up .venv on first use.
+# The two commands: `make demo` and `make test`. Both set up .venv on first use: the demo
+# what it runs with, the tests that plus their tools (the [dev] extra).
 PY := .venv/bin/python
 PIP := .venv/bin/pip
-STAMP := .venv/.installed
+RUN_STAMP := .venv/.installed-run
+DEV_STAMP := .venv/.installed-dev
 
 .PHONY: demo test lint setup clean
 
-setup: $(STAMP)
+setup: $(DEV_STAMP)
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	# pip takes a CPU torch from local disk only when pinned; a bare `torch` may pull CUDA.
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[dev]"
-	touch $(STAMP)
+	$(PIP) install -q -e ".[launchers,gguf]"
+	touch $(RUN_STAMP)
 
-demo: $(STAMP)
+$(DEV_STAMP): $(RUN_STAMP)
+	$(PIP) install -q -e ".[dev]"
+	touch $(DEV_STAMP)
+
+demo: $(RUN_STAMP)
 	WANDB_MODE=offline .venv/bin/grpo-ablate demo
 
 # The slurm tests run against a one-machine Slurm that scripts/slurm_local.sh sets up (root
 # and apt needed); where it cannot, they are skipped and the summary says so. SLURM=0: skip.
-test: $(STAMP)
+test: $(DEV_STAMP)
 	.venv/bin/ruff check grpo_ablate hydra_plugins tests scripts
 	.venv/bin/lint-imports --no-cache   # the layers of docs/architecture.md: imports go down only
 	@if [ "$${SLURM:-1}" = 1 ]; then bash scripts/slurm_local.sh \
 	    || echo "make test: no Slurm on this machine (see above): the slurm tests will be skipped"; fi
 	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q --durations=12
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	.venv/bin/ruff check .
 
 clean:
