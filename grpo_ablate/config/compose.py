@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from grpo_ablate.config.paths import CONF_DIR, SWEEPS_DIR
 from grpo_ablate.config.schema import check_keys, check_values, suggest
 from grpo_ablate.config.trainer import check_with_trl
 from grpo_ablate.errors import UserError
-from grpo_ablate.runtime import cache_root, package_version
+from grpo_ablate.runtime import cache_root, package_version, write_cache_file
 
 
 def validate(cfg: DictConfig | dict) -> RunSpec:
@@ -205,14 +204,8 @@ class Composer:
                 pass
         full = compose(list(groups))
         base = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
-        if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-                tmp.write_text(OmegaConf.to_yaml(base))
-                os.replace(tmp, path)
-            except OSError:  # no writable cache: compose every time
-                pass
+        if path is not None:  # no writable cache: compose every time
+            write_cache_file(path, OmegaConf.to_yaml(base))
         return base
 
     def _cache_path(self, groups: tuple[str, ...]) -> Path | None:

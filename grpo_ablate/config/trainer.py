@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import tempfile
 import warnings
@@ -19,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from grpo_ablate.errors import UserError
-from grpo_ablate.runtime import cache_root, package_version, quiet_libraries
+from grpo_ablate.runtime import cache_root, package_version, quiet_libraries, write_cache_file
 
 
 def _fields_cache():
@@ -44,13 +43,7 @@ def grpo_config_fields() -> frozenset[str]:
     except (OSError, ValueError):
         pass
     names = live_grpo_config_fields()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(sorted(names)))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_cache_file(path, json.dumps(sorted(names)))
     return names
 
 

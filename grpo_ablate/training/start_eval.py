@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
 
-from grpo_ablate.runtime import cache_root, numeric_id
+from grpo_ablate.runtime import cache_root, numeric_id, write_cache_file
 
 
 def checkpoint_fingerprint(path: str) -> str:
@@ -62,10 +61,5 @@ class StartEvalCache:
             except (OSError, ValueError, KeyError):
                 pass
             metrics = compute()
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            try:
-                tmp.write_text(json.dumps({"metrics": metrics}))
-                os.replace(tmp, self.path)
-            except OSError:
-                tmp.unlink(missing_ok=True)
+            write_cache_file(self.path, json.dumps({"metrics": metrics}))
             return metrics, None
