@@ -191,3 +191,10 @@ def device_label(use_cpu: bool) -> str:
 def numeric_id(use_cpu: bool) -> str:
     """The numeric identity of this machine for a run on the CPU or on its GPU."""
     return machine(device_label(use_cpu))["numeric_id"]
+
+
+def wandb_run_id(run_id: str, sweep_dir: str) -> str:
+    """A run's W&B id: unique per sweep folder (two sweeps of the same runs must not collide
+    when synced); the run's identity (run_id) stays what it is and is in the config and name."""
+    where = str(Path(sweep_dir).resolve())
+    return f"{run_id}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"

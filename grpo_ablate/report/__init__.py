@@ -51,6 +51,12 @@ def parse_args(args: list[str]) -> argparse.Namespace:
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also write the W&B summary run (verdict table, figures, report)")
     p.add_argument("--wandb-project", default="grpo-ablate")
+    p.add_argument("--wandb-entity", default=None,
+                   help="the W&B entity of the report (default: the runs' logger.entity, "
+                        "else the login's when published)")
+    p.add_argument("--wandb-publish", action="store_true",
+                   help="save the W&B report and workspace written offline under PATH "
+                        "(wandb_report.json) to the server, and print their URLs")
     ns = p.parse_args(args)
     if not 0 < ns.alpha < 1:
         raise UserError(f"--alpha {ns.alpha}: must be in (0, 1)")
@@ -127,6 +133,12 @@ def expand_paths(given: list[str]) -> list[Path]:
 
 def main(args: list[str]) -> int:
     ns = parse_args(args)
+    if ns.wandb_publish:  # nothing is computed again: the spec written offline is saved
+        from grpo_ablate.report.wandb_dashboard import publish
+
+        src = Path(ns.out or ns.path[0])
+        publish(src if src.is_dir() else src.parent / f"{src.stem}-report")
+        return 0
     settings = Settings(metric=ns.metric, baseline=ns.baseline, alpha=ns.alpha,
                         correction=ns.correction, min_effect=ns.min_effect,
                         direction=ns.direction, inert_below=ns.inert_below)
@@ -150,12 +162,16 @@ def main(args: list[str]) -> int:
     print(console_summary(md))
     print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
     if ns.wandb:
+        from grpo_ablate.report.wandb_dashboard import write_dashboard
         from grpo_ablate.report.wandb_summary import log_summary
 
-        run_id = log_summary(report, out, figures, group=src.name if src.is_dir() else src.stem,
-                             project=ns.wandb_project, mode=ns.wandb)
+        group = src.name if src.is_dir() else src.stem
+        run_id = log_summary(report, out, figures, group=group, project=ns.wandb_project,
+                             entity=ns.wandb_entity, mode=ns.wandb)
         if run_id:
             print(f"W&B summary run: {run_id} ({ns.wandb}, under {out / 'wandb'})")
+        write_dashboard(report, out, paths, group, ns.wandb_project, ns.wandb_entity, run_id,
+                        figures, online=ns.wandb == "online")
     return 0
 
 

@@ -9,23 +9,16 @@ config with TRL's flattened arguments and the model config, and log profiling ti
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from grpo_ablate.runtime import wandb_run_id
+
 log = logging.getLogger(__name__)
 STEP = "train/global_step"
-
-
-def wandb_run_id(run_id: str, sweep_dir: str) -> str:
-    """Unique per sweep folder (two sweeps of the same runs must not collide when synced);
-    the run's identity (run_id) stays what it is and is in the config and name."""
-    where = str(Path(sweep_dir).resolve())
-    return f"{run_id}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
 
 
 def start_run(config: dict, arm: str, seed: int, run_id: str, sweep_dir: str):
