@@ -110,3 +110,20 @@ def test_publish_without_network_warns_once_and_leaves_the_spec(smoke_sweep, tmp
     assert len(warnings) == 1 and "unchanged" in warnings[0], res.stderr[-2000:]
     assert (sweep / dash.SPEC_FILE).read_bytes() == before
     assert Path(sweep / "report.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_rerun_of_the_report_keeps_the_published_report_id(tmp_path):
+    from grpo_ablate import cli
+
+    csv = Path(__file__).parent / "fixtures" / "results.csv"
+    args = ["report", str(csv), "--out", str(tmp_path), "--wandb", "offline"]
+    assert cli.main(args) == 0
+    spec_path = tmp_path / dash.SPEC_FILE
+    spec = json.loads(spec_path.read_text())
+    assert spec["id"] == ""  # never published
+    spec["id"] = "published-id"  # what --wandb-publish writes back after a save
+    spec_path.write_text(json.dumps(spec))
+    assert cli.main(args) == 0
+    again = json.loads(spec_path.read_text())
+    assert again["id"] == "published-id" and again["displayName"] == "grpo-ablate: results"
