@@ -23,7 +23,8 @@ import numpy as np
 
 from grpo_ablate.stats.correct import holm_adjust
 from grpo_ablate.stats.decide import verdict
-from grpo_ablate.stats.sequential import Design, Ladder, take_look
+from grpo_ablate.stats.expected import ladder_runs, simulate_sweep
+from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.tests import paired_compare
 
 SEED_SD, NOISE_SD = 0.03, 0.03
@@ -31,11 +32,7 @@ EFFECTS = [0.0] * 16 + [0.04, -0.04, 0.04, -0.04, 0.04] + [0.10, -0.10, 0.10]
 
 
 def simulate(rng: np.random.Generator, effects: list[float], n: int) -> tuple[np.ndarray, np.ndarray]:
-    seed_effect = rng.normal(0, SEED_SD, n)
-    base = 0.5 + seed_effect + rng.normal(0, NOISE_SD, n)
-    arms = 0.5 + np.asarray(effects)[:, None] + seed_effect + rng.normal(
-        0, NOISE_SD, (len(effects), n))
-    return base, arms
+    return simulate_sweep(rng, effects, n, SEED_SD, NOISE_SD)
 
 
 def rejected_sign(v: str) -> int:
@@ -50,18 +47,10 @@ def fixed_n(base: np.ndarray, arms: np.ndarray, design: Design) -> list[int]:
 
 
 def adaptive(base: np.ndarray, arms: np.ndarray, design: Design) -> tuple[list[int], int]:
-    names = [str(i) for i in range(len(arms))]
-    ladder = Ladder(design, names)
-    for n in design.rungs:
-        if ladder.finished:
-            break
-        take_look(ladder, {a: paired_compare(arms[int(a)][:n], base[:n], design.min_effect,
-                                             robust=False) for a in ladder.open})
-    runs = max(s.seeds for s in ladder.settled.values()) + sum(
-        s.seeds for s in ladder.settled.values())
-    signs = [rejected_sign(ladder.settled[a].verdict) if ladder.settled[a].reason == "efficacy"
-             else 0 for a in names]
-    return signs, runs
+    done = ladder_runs(base, arms, design)
+    signs = [rejected_sign(done.settled[str(a)].verdict)
+             if done.settled[str(a)].reason == "efficacy" else 0 for a in range(len(arms))]
+    return signs, done.runs
 
 
 def main() -> None:

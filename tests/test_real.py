@@ -101,3 +101,13 @@ def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2):
     assert lines[1].startswith("p50=") and "p95=" in lines[1]
     assert "suggested trainer.max_completion_length=" in res.stdout
     assert "lengths: 4/4 completions" in res.stderr and "tokens generated" in res.stderr
+
+
+def test_a_lora_run_with_the_real_checkpoint(smollm2, tmp_path):
+    res = cli("run", "model=smollm2-135m-lora", *GSM8K, "task.dataset.eval_size=4",
+              "trainer.max_steps=2", "eval.sampled_k=1", f"out_root={tmp_path}", "run_cache=null")
+    assert res.returncode == 0, res.stderr[-3000:]
+    record = only_record(tmp_path / "adhoc")
+    assert record.status == "completed", record.error
+    assert record.model == "smollm2-135m+lora-r16" and record.steps == 2
+    assert record.config["model"]["lora"]["target_modules"] == "all-linear"

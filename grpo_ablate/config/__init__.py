@@ -22,7 +22,7 @@ from grpo_ablate.config.compose import (
     specs_for,
     validate,
 )
-from grpo_ablate.config.identity import RunSpec, computation_key, run_id
+from grpo_ablate.config.identity import RunSpec, computation_key, model_label, run_id
 from grpo_ablate.config.layout import check_layout, completions_per_step, groups_per_step
 from grpo_ablate.config.paths import CONF_DIR, PACKAGE_DIR, REPO_ROOT, SWEEPS_DIR
 from grpo_ablate.config.trainer import grpo_config_fields, grpo_kwargs
@@ -30,6 +30,7 @@ from grpo_ablate.config.trainer import grpo_config_fields, grpo_kwargs
 __all__ = [
     "CONF_DIR", "PACKAGE_DIR", "REPO_ROOT", "SWEEPS_DIR", "RunSpec", "check_layout",
     "check_trainable", "completions_per_step", "compose", "computation_key", "expand_jobs",
-    "grpo_config_fields", "grpo_kwargs", "groups_per_step", "one_line", "parse_overrides",
+    "grpo_config_fields", "grpo_kwargs", "groups_per_step", "model_label", "one_line",
+    "parse_overrides",
     "run_id", "specs_for", "validate",
 ]

@@ -55,6 +55,21 @@ def check_vllm(trainer: dict) -> None:
                         "`pip install -e .[vllm]` (or `pip install 'grpo-ablate[vllm]'`) first")
 
 
+def check_lora(model: dict) -> None:
+    """LoRA needs every key of its block and the optional peft package (imported only when
+    the run trains an adapter)."""
+    lora = model.get("lora")
+    if lora is None:
+        return
+    missing = [k for k in ("r", "alpha", "dropout", "target_modules") if k not in lora]
+    if missing:
+        raise UserError(f"model.lora: {', '.join('model.lora.' + k for k in missing)} missing; "
+                        "allowed: null, or all of r, alpha, dropout, target_modules")
+    if importlib.util.find_spec("peft") is None:
+        raise UserError("model.lora: peft is not installed; allowed: model.lora=null, or "
+                        "`pip install 'grpo-ablate[lora]'` first")
+
+
 def check_relations(data: dict) -> None:
     tr, hooks = data["trainer"], data["hooks"]
     gen_batch = tr["per_device_train_batch_size"] * (tr.get("steps_per_generation") or 1)

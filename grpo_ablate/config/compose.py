@@ -28,6 +28,7 @@ from grpo_ablate import __version__
 from grpo_ablate.config import registry  # noqa: F401 - the resolvers and the sweep group
 from grpo_ablate.config.checks import (
     check_launch,
+    check_lora,
     check_paths,
     check_relations,
     check_vllm,
@@ -62,6 +63,7 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
     check_values(data)
     resolve_device(data["trainer"])
     check_vllm(data["trainer"])
+    check_lora(data["model"])
     match_budget(data)
     check_relations(data)
     check_launch(data)
@@ -114,7 +116,8 @@ def _explain_compose_error(exc: BaseException, overrides: list[str]) -> str:
     if m:
         key = m.group(1)
         value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key), "?")
-        return f"{key}={value}: unknown key; {suggest(key)}"
+        hint = suggest(key)
+        return f"{key}={value}: {'cannot be set alone' if ' is null here' in hint else 'unknown key'}; {hint}"
     m = re.search(r"Could not find '(\w+)/([^']+)'; Available options in '\w+': (.*)", msg)
     if m:
         group, bad, opts = m.groups()

@@ -31,6 +31,8 @@ def run_id(data: dict) -> str:
     if (task.get("shaping") or {}).get("scale", "units") == "units":
         task = {k: v for k, v in task.items() if k != "shaping"}
     ident["task"] = task
+    if (data.get("model") or {}).get("lora", "unset") is None:  # added later: only when set
+        ident["model"] = {k: v for k, v in data["model"].items() if k != "lora"}
     ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"
                        and not (k in _IDENTITY_IF_SET and v is None)}
     # Where the processes run does not change the computation; how many, and the engine, do
@@ -45,9 +47,19 @@ def run_id(data: dict) -> str:
 def computation_key(config: dict) -> str:
     """A hash of what a run computes, without the arm's name and the seed."""
     ident = {k: v for k, v in config.items() if k not in _BOOKKEEPING}
+    if (ident.get("model") or {}).get("lora", "unset") is None:
+        ident["model"] = {k: v for k, v in ident["model"].items() if k != "lora"}
     trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
     blob = json.dumps({**ident, "trainer": trainer}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def model_label(config: dict) -> str:
+    """The model a run is filed under (its stratum in the report): the checkpoint's name,
+    and the adapter's rank when the run trains a LoRA adapter, so a sweep over the same model
+    with and without LoRA gets a verdict table for each."""
+    lora = config["model"].get("lora")
+    return config["model"]["name"] + (f"+lora-r{lora['r']}" if lora else "")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_ablate.config.identity import model_label
 from grpo_ablate.errors import UserError
 
 
@@ -70,7 +71,7 @@ def check_layout(configs: list[tuple[str, dict]]) -> None:
     for arm, cfg in configs:
         if cfg["budget"]["match"] != "none":
             continue
-        key = (cfg["model"]["name"], cfg["task"]["name"])
+        key = (model_label(cfg), cfg["task"]["name"])
         groups = groups_per_step(cfg)
         first = seen.setdefault(key, (groups, arm))
         if groups != first[0]:

@@ -35,6 +35,11 @@ def _get(config: dict, dotted: str) -> Any:
 def recipe_departures(config: dict) -> list[str]:
     """`key=value (review: ...)` for every recipe setting this config does not follow."""
     out = []
+    lora = _get(config, "model.lora")
+    if lora:
+        out.append(f"model.lora=r{lora['r']} alpha {lora['alpha']} (review: full fine-tuning; "
+                   "a LoRA adapter usually wants a learning rate 10-100x full fine-tuning's: "
+                   f"trainer.learning_rate={_get(config, 'trainer.learning_rate')})")
     for key, (review, ok) in REVIEW_RECIPE.items():
         value = _get(config, key)
         if value is not None and not ok(value):

@@ -43,6 +43,7 @@ SCHEMA: dict[str, Any] = {
               "filter_low_reward": {"threshold": _LEAF, "start": _LEAF, "end": _LEAF},
               "global_adv_norm": _LEAF, "ema": {"decay": _LEAF}},
     "model": {"name": _LEAF, "path": _LEAF,
+              "lora": {"r": _LEAF, "alpha": _LEAF, "dropout": _LEAF, "target_modules": _LEAF},
               "package": {"name": _LEAF, "version": _LEAF, "file": _LEAF, "sha256": _LEAF},
               "arch": {"hidden_size": _LEAF, "intermediate_size": _LEAF, "num_layers": _LEAF,
                        "num_heads": _LEAF},
@@ -155,6 +156,12 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.package.sha256": (lambda x: isinstance(x, str) and len(x) == 64
                              and all(c in "0123456789abcdef" for c in x),
                              "the file's sha256, 64 lowercase hex digits"),
+    "model.lora.r": (lambda x: _int(x) and x >= 1, "an integer >= 1 (the adapter's rank)"),
+    "model.lora.alpha": (lambda x: _num(x) and x > 0, "a number > 0"),
+    "model.lora.dropout": (lambda x: _num(x) and 0 <= x < 1, "a number in [0, 1)"),
+    "model.lora.target_modules": (lambda x: x == "all-linear" or (
+        isinstance(x, list) and len(x) >= 1 and all(isinstance(v, str) and v for v in x)),
+        "a list of module names, e.g. [q_proj,v_proj], or all-linear"),
     "logger.backend": (lambda x: x in ("none", "wandb"), "one of: none, wandb"),
     "logger.mode": (lambda x: x in ("offline", "online", "disabled"),
                     "one of: offline, online, disabled"),
@@ -223,4 +230,10 @@ def suggest(key: str) -> str:
                 "`grpo-ablate run --cfg job` lists every key"
         schema = schema[part] if isinstance(schema, dict) else _LEAF
         prefix += part + "."
+    parent = key.rsplit(".", 1)[0]
+    if "." in key and parent.count(".") >= 1 and get(SCHEMA, parent) not in (_MISSING, _LEAF):
+        # A known key under a block that is null here (model.lora, hooks.ema): Hydra cannot
+        # set one key inside null.
+        return (f"{parent} is null here; allowed: the whole block, "
+                f"{parent}={{{','.join(f'{k}:...' for k in get(SCHEMA, parent))}}}")
     return "`grpo-ablate run --cfg job` lists every key"

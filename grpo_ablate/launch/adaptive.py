@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablate.config import check_trainable
+from grpo_ablate.config import check_trainable, model_label
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
 from grpo_ablate.launch.progress import progress_from_disk
@@ -118,7 +118,7 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
     arms.remove(BASELINE)
     design = design_from_config(specs[0].config["adaptive"], arms)
     sweep_dir = specs[0].sweep_dir
-    strata = sorted({(s.config["model"]["name"], s.config["task"]["name"]) for s in specs})
+    strata = sorted({(model_label(s.config), s.config["task"]["name"]) for s in specs})
     plan = write_plan(sweep_dir, design)
     say(f"adaptive: {len(arms)} arms, rungs {' -> '.join(map(str, design.rungs))} seeds, "
               f"alpha {design.alpha} on {design.metric}; boundary p per look at alpha/arms: "

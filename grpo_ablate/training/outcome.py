@@ -12,7 +12,13 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from grpo_ablate import __version__
-from grpo_ablate.config import REPO_ROOT, RunSpec, completions_per_step, groups_per_step
+from grpo_ablate.config import (
+    REPO_ROOT,
+    RunSpec,
+    completions_per_step,
+    groups_per_step,
+    model_label,
+)
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import device_label, machine, package_version
 from grpo_ablate.training.diagnostics import diagnose, length_growth
@@ -35,7 +41,7 @@ def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
     lrs = [r["learning_rate"] for r in rows if "learning_rate" in r]
     return RunRecord(
         run_id=spec.run_id, sweep=cfg["sweep_name"], arm=spec.arm, seed=spec.seed,
-        model=cfg["model"]["name"], task=cfg["task"]["name"], status=status, error=error,
+        model=model_label(cfg), task=cfg["task"]["name"], status=status, error=error,
         config=cfg, metrics=metrics, stability=stability(rows, evals),
         diagnostics=diagnose(rows, cfg["trainer"]["max_steps"], gain,
                              cfg["guard"]["min_accuracy_gain"]),

@@ -39,6 +39,8 @@ def start_eval_key(config: dict, model_path: str) -> str:
              "max_new_tokens": tr["max_completion_length"], "seed": config["seed"],
              "processes": config["launch"]["processes"], "bf16": tr["bf16"],
              "use_vllm": tr["use_vllm"], "machine": numeric_id(tr["use_cpu"]), "v": 1}
+    if config["model"].get("lora"):  # an adapter's start is its base, but is keyed apart
+        parts["lora"] = config["model"]["lora"]
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

@@ -78,7 +78,21 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
         callbacks=callbacks,
         hooks=cfg["hooks"],
         faults=cfg["faults"],
+        peft_config=lora_config(cfg["model"].get("lora")),
     )
+
+
+def lora_config(lora: dict | None):
+    """TRL's peft_config for model.lora (peft is imported only when it is on). TRL then
+    builds no reference model: the reference log-probs are the adapter-disabled model's."""
+    if lora is None:
+        return None
+    from peft import LoraConfig
+
+    modules = lora["target_modules"]
+    return LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                      target_modules=modules if modules == "all-linear" else list(modules),
+                      task_type="CAUSAL_LM")
 
 
 def process_rank() -> int:

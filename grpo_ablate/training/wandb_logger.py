@@ -15,6 +15,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from grpo_ablate.config import model_label
 from grpo_ablate.runtime import wandb_run_id
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def start_run(config: dict, arm: str, seed: int, run_id: str, sweep_dir: str):
             project=lg["project"], entity=lg["entity"], group=config["sweep_name"],
             job_type=arm, name=f"{arm}-seed{seed}", id=wandb_run_id(run_id, sweep_dir),
             config={**config, "run_id": run_id},
-            tags=[arm, config["model"]["name"], config["task"]["name"]],
+            tags=[arm, model_label(config), config["task"]["name"]],
             mode=lg["mode"], dir=lg["dir"] or sweep_dir, reinit="finish_previous",
             settings=wandb.Settings(silent=True, init_timeout=60, console="off"),
         )

@@ -11,23 +11,30 @@ import torch
 class WeightEMA:
     def __init__(self, model: torch.nn.Module, decay: float) -> None:
         self.decay = decay
-        self.shadow = {n: p.detach().float().clone() for n, p in model.named_parameters()}
+        # The trainable weights only: with a LoRA adapter the frozen base never moves, and
+        # a shadow of it would hold a second copy of the model for nothing.
+        self.shadow = {n: p.detach().float().clone() for n, p in trainable(model)}
 
     @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
-        for name, param in model.named_parameters():
+        for name, param in trainable(model):
             self.shadow[name].mul_(self.decay).add_(param.detach().float(), alpha=1 - self.decay)
 
     @contextmanager
     def swapped_in(self, model: torch.nn.Module):
         """Temporarily load the averaged weights into `model` (for evaluation)."""
-        backup = {n: p.detach().clone() for n, p in model.named_parameters()}
+        backup = {n: p.detach().clone() for n, p in trainable(model)}
         with torch.no_grad():
-            for name, param in model.named_parameters():
+            for name, param in trainable(model):
                 param.copy_(self.shadow[name].to(param.dtype))
         try:
             yield model
         finally:
             with torch.no_grad():
-                for name, param in model.named_parameters():
+                for name, param in trainable(model):
                     param.copy_(backup[name])
+
+
+def trainable(model: torch.nn.Module):
+    """(name, parameter) for every weight the optimizer updates."""
+    return ((n, p) for n, p in model.named_parameters() if p.requires_grad)
