@@ -5,6 +5,7 @@
   grpo-ablate report PATH [...]      the statistics stage on sweep folders or a CSV
   grpo-ablate lengths [overrides]    completion-length percentiles of the SFT policy
   grpo-ablate fetch [overrides]      build or fetch a run's starting checkpoint ahead of time
+  grpo-ablate plan [overrides]       what a sweep will train and cost, before it starts
   grpo-ablate --version
 
 `run` and `sweep` take Hydra's flags as a plain Hydra app does (--cfg, --info, --help,
@@ -264,13 +265,9 @@ max completion length (their 95th percentile).
   overrides     Hydra overrides, as for `grpo-ablate run` (model=..., task=..., model.path=...)"""
 
 
-def cmd_lengths(args: list[str]) -> int:
-    """Completion-length percentiles of the SFT policy, and the review's 95th-percentile
-    max completion length. `--prompts N` and `--cap T` anywhere on the line."""
-    if any(a in ("-h", "--help") for a in args):
-        print(LENGTHS_USAGE)
-        return 0
-    opts, rest, words = dict(LENGTHS_DEFAULTS), [], list(args)
+def integer_options(command: str, args: list[str], defaults: dict) -> tuple[dict, list[str]]:
+    """`--flag N` / `--flag=N` (positive integers) anywhere on the line, and the rest."""
+    opts, rest, words = dict(defaults), [], list(args)
     while words:
         word = words.pop(0)
         flag, eq, value = word.partition("=")
@@ -280,8 +277,18 @@ def cmd_lengths(args: list[str]) -> int:
         if not eq:
             value = words.pop(0) if words else ""
         if not value.isdigit() or int(value) < 1:
-            raise UserError(f"lengths {flag} {value}: needs a positive integer")
+            raise UserError(f"{command} {flag} {value}: needs a positive integer")
         opts[flag] = int(value)
+    return opts, rest
+
+
+def cmd_lengths(args: list[str]) -> int:
+    """Completion-length percentiles of the SFT policy, and the review's 95th-percentile
+    max completion length. `--prompts N` and `--cap T` anywhere on the line."""
+    if any(a in ("-h", "--help") for a in args):
+        print(LENGTHS_USAGE)
+        return 0
+    opts, rest = integer_options("lengths", args, LENGTHS_DEFAULTS)
     line = parse_hydra_line(rest)
     if line.show or line.multirun:
         raise UserError("lengths: allowed: [--prompts N] [--cap T] and config overrides")
@@ -307,8 +314,42 @@ def cmd_fetch(args: list[str]) -> int:
     return 0
 
 
+PLAN_DEFAULTS = {"--pilot-steps": 3, "--length": None, "--sims": 200}
+PLAN_USAGE = """usage: grpo-ablate plan [--pilot-steps K] [--length L] [--sims N] [overrides]
+
+What a sweep (the same overrides as `grpo-ablate sweep`) will train and cost, before anything
+trains: its jobs, those recorded or in the run cache, an adaptive ladder's expected runs, one
+run's cost (from finished runs of the baseline's config, else a pilot on this machine) and the
+predicted wall time and GPU-hours under the chosen launcher (docs/guide.md, "Plan").
+
+  --pilot-steps K  optimizer steps of the longer pilot run (default 3; the shorter has 1)
+  --length L       the expected mean completion length at scale, e.g. the 95th percentile
+                   from `grpo-ablate lengths` (default: the pilot's own)
+  --sims N         simulated sweeps per scenario for the adaptive ladder (default 200)"""
+
+
+def cmd_plan(args: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in args):
+        print(PLAN_USAGE)
+        return 0
+    opts, rest = integer_options("plan", args, {k: v or 0 for k, v in PLAN_DEFAULTS.items()})
+    line = parse_hydra_line(rest)
+    if line.show or line.multirun:
+        raise UserError("plan: allowed: [--pilot-steps K] [--length L] [--sims N] and overrides")
+    overrides = line.overrides
+    if not any(o.split("=")[0] in ("sweep", "+sweep") for o in overrides):
+        overrides = ["sweep=catalog", *overrides]
+    from grpo_ablate.launch.estimate import forecast, render  # heavy: pandas, scipy
+
+    length = opts["--length"] or None
+    found = forecast([*line.search_overrides, *overrides], opts["--pilot-steps"], length,
+                     opts["--sims"])
+    print(render(found, length))
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "report": cmd_report, "tricks": cmd_tricks,
-            "demo": cmd_demo, "lengths": cmd_lengths, "fetch": cmd_fetch}
+            "demo": cmd_demo, "lengths": cmd_lengths, "fetch": cmd_fetch, "plan": cmd_plan}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-ablate: error: command {cmd!r} unknown; allowed: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    if cmd not in ("run", "sweep", "demo", "lengths", "fetch"):  # Hydra configures logging
+    if cmd not in ("run", "sweep", "demo", "lengths", "fetch", "plan"):  # Hydra configures logging
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[cmd](rest)

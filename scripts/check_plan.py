@@ -1,0 +1,54 @@
+"""Is `grpo-ablate plan` honest? Plans the demo sweep (adaptive, joblib on this machine's
+cores) in a fresh output folder, runs it, and compares: the predicted wall time at the number
+of runs the ladder actually trained against the measured wall time of the sweep, and whether
+that number fell inside the plan's range. Prints name=value lines:
+
+    plan_per_run_seconds, plan_runs_null, plan_runs_min_effect, plan_runs_max, actual_runs,
+    runs_in_range, predicted_seconds, actual_seconds, plan_error (predicted / actual - 1)
+
+    python scripts/check_plan.py [--sweep demo] [overrides...]
+Target: |plan_error| <= 0.20 here. The starting checkpoint is built before the clock starts
+(`grpo-ablate fetch`), as the plan does not predict a first-use policy build.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from grpo_ablate.launch.estimate import forecast, wall_seconds
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    sweep = next((a.split("=", 1)[1] for a in args if a.startswith("sweep=")), "demo")
+    rest = [a for a in args if not a.startswith("sweep=")]
+    with tempfile.TemporaryDirectory(prefix="check-plan-") as tmp:
+        overrides = [f"sweep={sweep}", "launcher=joblib", f"out_root={tmp}", *rest]
+        subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "fetch", *overrides[2:]],
+                       check=True, capture_output=True)
+        f = forecast(overrides)
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", *overrides],
+                             capture_output=True, text=True)
+        actual = time.perf_counter() - t0
+        if res.returncode != 0:
+            raise SystemExit(f"check_plan: the sweep failed:\n{res.stderr[-2000:]}")
+        runs = len(list(Path(tmp).glob("*/runs/*/record.json")))
+    predicted = wall_seconds(runs, f.per_run, f.launch.workers, f.extra)
+    low, high = min(f.runs.values()), max(f.runs.values())
+    print(f"plan_per_run_seconds={f.per_run:.2f}")
+    for name, n in f.runs.items():
+        print(f"plan_runs_{name.replace(' ', '_').replace('-', '_')}={n:.0f}")
+    print(f"actual_runs={runs}")
+    print(f"runs_in_range={low <= runs <= high}")
+    print(f"predicted_seconds={predicted:.0f}")
+    print(f"actual_seconds={actual:.0f}")
+    print(f"plan_error={predicted / actual - 1:+.3f}")
+
+
+if __name__ == "__main__":
+    main()
