@@ -48,6 +48,7 @@ class RunCost:
     process_start: float = 0.0  # a run process's imports and composition, before training
     start_eval: float = 0.0     # the starting policy's evaluation, once per seed (cached)
     peak_mib: float | None = None
+    peak_on: str = "CPU"        # GPU: torch's peak allocation on the device; CPU: peak RSS
     pilot_seconds: float | None = None
 
     def seconds(self, steps: int, evals_between: int, sampled_k: int, length: float | None) -> float:
@@ -131,7 +132,8 @@ def pilot_cost(baseline: RunSpec, overrides: list[str], steps: int, threads: int
     return RunCost(fixed=fixed, generation=gen, training=training, eval_end=rb.cost["eval_seconds"],
                    mean_length=tokens, source=f"a pilot of the baseline on this machine "
                    f"(1 and {1 + steps} steps, {threads} thread(s))",
-                   peak_mib=max(peak_a, peak_b), pilot_seconds=spent,
+                   peak_mib=rb.cost.get("peak_gpu_mib") or max(peak_a, peak_b),
+                   peak_on="GPU" if rb.cost.get("peak_gpu_mib") else "CPU", pilot_seconds=spent,
                    process_start=max(0.0, process_b - rb.wall_seconds),
                    start_eval=max(0.0, ra.cost["eval_seconds"] - rb.cost["eval_seconds"]))
 
@@ -243,7 +245,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def device_memory_mib() -> float | None:
+def device_memory_mib(on: str) -> float | None:
+    """The memory the peak is measured against: the first GPU's, or this machine's RAM."""
+    if on == "GPU":
+        import torch  # heavy: only where the pilot ran on a GPU
+
+        return torch.cuda.get_device_properties(0).total_memory / 2**20
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
     except (ValueError, OSError):
@@ -267,9 +274,10 @@ def render(f: Forecast, length: float | None) -> str:
                      f"{c.process_start:.1f} s, the starting policy's evaluation "
                      f"{c.start_eval:.1f} s once per seed")
     if c.peak_mib is not None:
-        total = device_memory_mib()
+        total = device_memory_mib(c.peak_on)
+        where = "the GPU" if c.peak_on == "GPU" else "this machine"
         lines.append(f"  peak memory of one run: {c.peak_mib / 1024:.2f} GiB" + (
-            f" of {total / 1024:.1f} GiB on this machine" if total else ""))
+            f" of {total / 1024:.1f} GiB on {where}" if total else ""))
     lines.append(f"  launcher {la.name}: {la.workers} run(s) at once, {la.threads} thread(s) "
                  f"and {la.gpus_per_run} GPU(s) each")
     for k, w in f.wall.items():

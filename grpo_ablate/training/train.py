@@ -158,6 +158,8 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
         notes += task.notes()
         cost["eval_seconds"] = round(evals.seconds, 3)
         cost["generation_seconds"] = round(trainer.generation_seconds, 3)
+        if torch.cuda.is_available():  # what `grpo-ablate plan` prints beside the device's
+            cost["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
         if guard.reason:
             status, error = "diverged", guard.reason
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
