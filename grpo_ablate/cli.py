@@ -1,4 +1,4 @@
-"""grpo-ablate's command line (the contract in shared/DESIGN.md).
+"""grpo-ablate's command line (the contract in docs/contracts.md).
 
   grpo-ablate run [overrides]        one run          grpo-ablate tricks     the catalog
   grpo-ablate sweep [overrides]      a multirun       grpo-ablate demo       the default end to end

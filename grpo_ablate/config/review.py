@@ -1,4 +1,4 @@
-"""The source review's baseline recipe (shared/seed/DIGEST.md) as data, and where a run's
+"""The source review's baseline recipe as data, and where a run's
 config departs from it. The report prints the departures, so a study on a small model or
 a CPU says plainly which of the review's settings it could not afford."""
 

@@ -1,5 +1,5 @@
 """The report stage: report.md (read top to bottom), report.json (the contract in
-shared/DESIGN.md) and figures/*.png, from a sweep folder or a CSV."""
+docs/contracts.md) and figures/*.png, from a sweep folder or a CSV."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Results as one table, one row per run: `arm, seed, model, task, status` plus one column
-per metric. Read from sweep folders of records or from a CSV (shared/DESIGN.md).
+per metric. Read from sweep folders of records or from a CSV (docs/contracts.md).
 
 Everything the statistics could silently get wrong is settled here, once, at load: column
 types (plain Python strings, not pyarrow-backed ones, which made every comparison slow),

@@ -3,7 +3,7 @@
 The SFT demonstrations carry a realistic systematic bug: on problems that need a carry,
 most demonstrations "forget the carry" (7+8=5). The SFT policy's greedy answer is then often
 wrong while the right answer stays in its support, which is the situation where GRPO can
-help (see shared/notes/VERIFIED-FACTS.md: GRPO sharpens, it cannot invent).
+help (GRPO sharpens what the policy can already do; it cannot invent).
 """
 
 from __future__ import annotations

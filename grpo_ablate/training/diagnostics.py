@@ -1,4 +1,4 @@
-"""The review's monitoring rules, applied to a run's history (shared/seed/DIGEST.md).
+"""The source review's monitoring rules, applied to a run's history.
 
 Each rule that fires adds one entry to the record's `diagnostics`: which rule, at which
 step, what was seen, and the review's advice."""

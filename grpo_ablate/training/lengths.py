@@ -1,7 +1,7 @@
 """`grpo-ablate lengths [--prompts N] [--cap T] [overrides]`: sample the SFT policy once on
 each of the first N train prompts, at the recipe's sampling settings, and print the
 completion-length percentiles with the review's rule for the max completion length: its
-95th percentile (shared/seed/DIGEST.md, monitoring).
+95th percentile (the source review's monitoring rule).
 
 The prompts are sampled together, one batch with a KV cache, and a row leaves the batch the
 moment it ends: `generate` would keep computing ended rows until the longest sample stops,
