@@ -106,3 +106,13 @@ def test_a_lora_run_is_recorded_under_its_own_stratum(tiny_policy, tmp_path):
     assert record["status"] == "completed", record["error"]
     assert record["model"] == "tiny+lora-r4" and record["config"]["model"]["lora"]["r"] == 4
     assert record["metrics"]["eval/accuracy"] is not None
+
+
+@pytest.mark.slow
+def test_a_sweep_with_and_without_lora_gets_a_verdict_table_for_each(tiny_policy, tmp_path):
+    lora = "{r:4,alpha:8,dropout:0.0,target_modules:[q_proj,v_proj]}"
+    assert cli.main(["sweep", "sweep=smoke", f"out_root={tmp_path}", "trick=baseline,no_kl",
+                     f"model.lora=null,{lora}", "trainer.max_steps=2", "run_cache=null"]) == 0
+    report = json.loads((tmp_path / "smoke" / "report.json").read_text())
+    strata = {st["model"]: [a["arm"] for a in st["arms"]] for st in report["strata"]}
+    assert strata == {"tiny": ["no_kl"], "tiny+lora-r4": ["no_kl"]}
