@@ -27,7 +27,7 @@ from pathlib import Path
 from grpo_ablate import __version__
 from grpo_ablate.app import hydra_main
 from grpo_ablate.config import check_trainable, compose, expand_jobs, specs_for, validate
-from grpo_ablate.config.catalog import load_catalog
+from grpo_ablate.config.catalog import load_catalog, prior_of
 from grpo_ablate.config.compose import Composer
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
@@ -224,9 +224,12 @@ def cmd_tricks(args: list[str]) -> int:
     line = parse_hydra_line(args)
     if line.overrides or line.show or line.multirun:
         raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, or --config-dir DIR")
-    rows = [("id", "family", "what it changes", "review's verdict")]
-    rows += [(t["id"], t["family"], t["changes"], t["verdict"])
-             for t in load_catalog(line.config_dirs)]
+    # The review's catalog first, then the 2025-26 variants (sweep=variants).
+    tricks = sorted(load_catalog(line.config_dirs),
+                    key=lambda t: t.get("catalog", "review") != "review")
+    rows = [("id", "family", "what it changes", "claimed: the review's verdict, or the paper's")]
+    rows += [(t["id"] + (f" (vs {t['against']})" if t.get("against") else ""), t["family"],
+              t["changes"], prior_of(t) or "-") for t in tricks]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3])

@@ -10,6 +10,10 @@ CATALOG = ("no_kl kl_0.01 kl_0.1 reward_clip length_penalty grad_clip_0.5 grad_c
            "lr_cosine lr_cosine_restarts ema entropy_bonus group_4 group_8 group_32 temp_0.6 temp_0.8 "
            "temp_1.2 temp_1.5 filter_low_reward filter_low_reward_early global_adv_norm reuse_2x_clip "
            "reuse_2x_no_clip").split()
+# The 2025-26 variants (sweeps/variants.yaml), each with a paper and its claim.
+VARIANTS = ("loss_dr_grpo loss_dapo loss_bnpo loss_cispo scale_rewards_none scale_rewards_batch "
+            "clip_higher_0.28 clip_two_sided_4 gspo overlong_filter overlong_soft entropy_top_0.2 "
+            "group_2").split()
 
 
 def flatten(d, prefix=""):
@@ -23,9 +27,20 @@ def flatten(d, prefix=""):
 
 
 def test_catalog_matches_design():
-    ids = {t["id"] for t in load_catalog()}
-    assert ids == set(CATALOG) | {"baseline"}
+    tricks = load_catalog()
+    ids = {t["id"] for t in tricks}
+    assert {t["id"] for t in tricks if t.get("catalog", "review") == "review"} == \
+        set(CATALOG) | {"baseline"}
+    assert {t["id"] for t in tricks if t.get("catalog") == "variants"} == set(VARIANTS)
+    assert all(t.get("claim") and t.get("source") for t in tricks if t.get("catalog") == "variants")
     assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == ids
+
+
+def test_the_variants_sweep_runs_every_variant_and_the_arms_they_are_compared_with():
+    jobs = expand_jobs(["sweep=variants", "seed=0"])
+    arms = {o.split("=", 1)[1] for job in jobs for o in job if o.startswith("trick=")}
+    against = {t["against"] for t in load_catalog() if t["id"] in VARIANTS and t.get("against")}
+    assert arms == set(VARIANTS) | {"baseline"} | against
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +48,14 @@ def baseline_flat():
     return flatten(specs_for([], multirun=False)[0].config)
 
 
-@pytest.mark.parametrize("trick", CATALOG)
+@pytest.mark.parametrize("trick", CATALOG + VARIANTS)
 def test_trick_changes_exactly_its_declared_keys(trick, baseline_flat):
     spec = specs_for([f"trick={trick}"], multirun=False)[0]
     flat = flatten(spec.config)
     declared = spec.config["trick"]["keys"]
+    against = spec.config["trick"].get("against")
+    if against:  # one variable against the arm it is compared with, not the baseline
+        baseline_flat = flatten(specs_for([f"trick={against}"], multirun=False)[0].config)
     assert declared, f"{trick} declares no keys"
     changed = {k for k in set(flat) | set(baseline_flat)
                if not k.startswith("trick.") and flat.get(k, "<absent>") != baseline_flat.get(k, "<absent>")}

@@ -10,6 +10,14 @@ from omegaconf import OmegaConf
 from grpo_ablate.config.paths import CONF_DIR
 
 
+def prior_of(trick: dict) -> str | None:
+    """What was claimed for a trick before any sweep: the source review's verdict (its
+    catalog), or a paper's claim with its source (the variants)."""
+    if trick.get("claim"):
+        return f"{trick['claim']} ({trick['source']})" if trick.get("source") else trick["claim"]
+    return trick.get("verdict")
+
+
 def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:
     """Every arm's metadata, baseline first; a user's file overrides a packaged one of the
     same name, as Hydra's search path does."""

@@ -33,6 +33,8 @@ def run_id(data: dict) -> str:
     ident["task"] = task
     if (data.get("model") or {}).get("lora", "unset") is None:  # added later: only when set
         ident["model"] = {k: v for k, v in data["model"].items() if k != "lora"}
+    if (data.get("hooks") or {}).get("soft_overlong", "unset") is None:
+        ident["hooks"] = {k: v for k, v in data["hooks"].items() if k != "soft_overlong"}
     ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"
                        and not (k in _IDENTITY_IF_SET and v is None)}
     # Where the processes run does not change the computation; how many, and the engine, do
@@ -49,6 +51,8 @@ def computation_key(config: dict) -> str:
     ident = {k: v for k, v in config.items() if k not in _BOOKKEEPING}
     if (ident.get("model") or {}).get("lora", "unset") is None:
         ident["model"] = {k: v for k, v in ident["model"].items() if k != "lora"}
+    if (ident.get("hooks") or {}).get("soft_overlong", "unset") is None:
+        ident["hooks"] = {k: v for k, v in ident["hooks"].items() if k != "soft_overlong"}
     trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
     blob = json.dumps({**ident, "trainer": trainer}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

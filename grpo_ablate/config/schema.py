@@ -41,7 +41,8 @@ SCHEMA: dict[str, Any] = {
     "trainer": "GRPOConfig",
     "hooks": {"reward_clip": {"low": _LEAF, "high": _LEAF}, "length_penalty": _LEAF,
               "filter_low_reward": {"threshold": _LEAF, "start": _LEAF, "end": _LEAF},
-              "global_adv_norm": _LEAF, "ema": {"decay": _LEAF}},
+              "global_adv_norm": _LEAF, "ema": {"decay": _LEAF},
+              "soft_overlong": {"cache_fraction": _LEAF, "weight": _LEAF}},
     "model": {"name": _LEAF, "path": _LEAF,
               "lora": {"r": _LEAF, "alpha": _LEAF, "dropout": _LEAF, "target_modules": _LEAF},
               "package": {"name": _LEAF, "version": _LEAF, "file": _LEAF, "sha256": _LEAF},
@@ -65,7 +66,10 @@ SCHEMA: dict[str, Any] = {
                          "length_penalty": _LEAF, "filter_threshold": _LEAF, "sample": _LEAF},
              "sandbox": {"timeout_s": _LEAF, "cpu_seconds": _LEAF, "memory_mb": _LEAF,
                          "file_mb": _LEAF, "processes": _LEAF}},
-    "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "verdict": _LEAF, "keys": _LEAF},
+    # verdict: the source review's (its catalog); claim and source: a paper's (the variants);
+    # against: the arm it is compared with (default: baseline), one it can act on.
+    "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "verdict": _LEAF, "keys": _LEAF,
+              "catalog": _LEAF, "claim": _LEAF, "source": _LEAF, "against": _LEAF},
     "logger": {"backend": _LEAF, "project": _LEAF, "entity": _LEAF, "mode": _LEAF, "dir": _LEAF},
 }
 
@@ -112,6 +116,10 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "hooks.filter_low_reward.start": (_unit, "a fraction of training in [0, 1]"),
     "hooks.filter_low_reward.end": (_unit, "a fraction of training in [0, 1]"),
     "hooks.ema.decay": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
+    "hooks.soft_overlong.cache_fraction": (lambda x: _num(x) and 0 < x < 1,
+                                           "a fraction of max_completion_length in (0, 1)"),
+    "hooks.soft_overlong.weight": (lambda x: _num(x) and x > 0, "a number > 0"),
+    "trick.catalog": (lambda x: x in ("review", "variants"), "one of: review, variants"),
     "eval.every_steps": (lambda x: _int(x) and x >= 0, "an integer >= 0 (0: start and end only)"),
     "eval.sampled_k": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
     "eval.temperature": (lambda x: _num(x) and x > 0, "a number > 0"),

@@ -112,6 +112,13 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
     if BASELINE not in arms or len(arms) < 2:
         raise UserError(f"adaptive=true: the sweep's arms are {', '.join(arms)}; allowed: the "
                         "baseline and at least one trick")
+    against = sorted({(s.arm, s.config["trick"]["against"]) for s in specs
+                      if s.config["trick"].get("against")})
+    if against:
+        arm, other = against[0]
+        raise UserError(f"adaptive=true: trick={arm} is compared with {other} (its trick.against), "
+                        "which the ladder does not schedule; allowed: a fixed-n sweep for "
+                        "arms compared with another arm than the baseline")
     if len({str(s.sweep_dir) for s in specs}) > 1:
         raise UserError("adaptive=true: the sweep writes to several folders; allowed: one "
                         "sweep_dir per adaptive sweep (its plan lives there)")

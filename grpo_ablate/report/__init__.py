@@ -104,6 +104,15 @@ def recipe_departures(df, baseline: str) -> list[str]:
     return sorted({d for t in texts.dropna() for d in str(t).split("; ") if d})
 
 
+def arm_priors(df) -> dict[str, str]:
+    """Each arm's prior claim (the review's verdict, or a variant paper's claim), from its
+    records' trick files; none for a CSV."""
+    if "prior" not in df.columns:
+        return {}
+    rows = df.dropna(subset=["prior"]).drop_duplicates("arm")
+    return {a: p for a, p in zip(rows["arm"], rows["prior"], strict=True) if a != "baseline"}
+
+
 CONSOLE_SKIPS = ("Stability", "Monitoring", "Figures")  # long tables stay in report.md
 
 
@@ -150,6 +159,7 @@ def main(args: list[str]) -> int:
         print(f"warning: {w}", file=sys.stderr)
     report["warnings"] = warnings
     report["recipe_departures"] = recipe_departures(df, settings.baseline)
+    report["priors"] = arm_priors(df)
     figures = []
     if not ns.no_figures:
         from grpo_ablate.report.figures import write_figures

@@ -66,8 +66,11 @@ def render_markdown(report: dict, figures: list[str]) -> str:
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for x in _order(st["arms"], direction):
+            against = x.get("against")
+            name = x["arm"] + (f" (vs {against})" if against and against != report["baseline"]
+                               else "")
             lines.append(
-                f"| {x['arm']} | {x['n']} | {_f(x['mean'])} ± {_f(x['std'])} | {_f(x['diff'])} "
+                f"| {name} | {x['n']} | {_f(x['mean'])} ± {_f(x['std'])} | {_f(x['diff'])} "
                 f"| [{_f(x['ci_low'])}, {_f(x['ci_high'])}] | {_p(x['p_value'])} "
                 f"| {_p(x['p_adjusted'])} | {_f(x['effect_size'], 2)} | {_f(x['mde'])} "
                 f"| {VERDICT_MARK[x['verdict']]} | {waiting_cell(x.get('waiting_on'))} "
@@ -84,6 +87,7 @@ def render_markdown(report: dict, figures: list[str]) -> str:
                   "P(trick better than baseline):", ""]
         lines += [f"- {x['arm']}: {_p(x['robust_p'])}, {_p(x['permutation_p'])}, "
                   f"{_f(x['prob_improvement'], 2)}" for x in st["arms"]]
+        lines += _against(st, report["baseline"]) + _priors(st, report.get("priors") or {})
         lines += (_adaptive(st) + _activity(st) + _budget(st) + _ema(st, m) + _stability(st) + _illusion(st)
                   + _recipe(st) + _diag(st) + _failures(st))
     if len(report["strata"]) > 1:
@@ -101,6 +105,26 @@ def render_markdown(report: dict, figures: list[str]) -> str:
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in figures]
     return "\n".join(lines) + "\n"
+
+
+def _against(st: dict, baseline: str) -> list[str]:
+    """Which arm each comparison is with, where it is not the baseline."""
+    other = [(x["arm"], x["against"]) for x in st["arms"] if x.get("against") not in (None, baseline)]
+    if not other:
+        return []
+    return ["", "Compared with another arm (one the trick can act on; its trick file's "
+            "`against`):"] + [f"- {a} against {b}" for a, b in other]
+
+
+def _priors(st: dict, priors: dict) -> list[str]:
+    """What the source review, or the paper behind a variant, claimed beside what was
+    measured here."""
+    rows = [(x["arm"], priors[x["arm"]], x["verdict"]) for x in st["arms"] if priors.get(x["arm"])]
+    if not rows:
+        return []
+    out = ["", "### Claimed before, measured here", "", "| arm | claimed (review's verdict, or "
+           "the paper's claim and source) | measured |", "|---|---|---|"]
+    return out + [f"| {a} | {p} | {VERDICT_MARK[v]} |" for a, p, v in rows]
 
 
 REASONS = {"efficacy": "crossed the efficacy boundary", "equivalence": "equivalent (TOST)",

@@ -92,7 +92,7 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
                    full: bool = True) -> dict:
     """One stratum, one metric: baseline summary and one entry per arm. `full` adds the
     robustness columns and power (the primary metric); secondary metrics skip them."""
-    comps = [st.compare(arm, st.baseline, metric, s.min_effect, full) for arm in st.arms]
+    comps = [st.compare(arm, st.against_of(arm), metric, s.min_effect, full) for arm in st.arms]
     k = max(1, sum(not math.isnan(c.p_value) for c in comps))
     p_adj = adjust([c.p_value for c in comps], correction)
     tost_adj = adjust([c.tost_p for c in comps], correction)
@@ -115,7 +115,11 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
             "robust_p": c.robust_p, "permutation_p": c.permutation_p,
             "prob_improvement": c.prob_improvement if direction == "higher"
             else 1 - c.prob_improvement,
-            "runs_diverged": diverged, "runs_failed": failed, "verdict": v, "notes": c.notes,
+            "runs_diverged": diverged, "runs_failed": failed, "verdict": v,
+            "notes": c.notes + ([f"its trick is compared with {st.missing_against[arm]}, which "
+                                 f"has no runs here: compared with {st.baseline}"]
+                                if arm in st.missing_against else []),
+            "against": st.against_of(arm),
         }
         entries.append({key: clean(val) for key, val in entry.items()})
     bvals = st.column(st.baseline, metric)

@@ -79,6 +79,17 @@ class Stratum:
         status = sub.groupby("arm")["status"].value_counts().unstack(fill_value=0)
         self.counts = {arm: (int(row.get("diverged", 0)), int(row.get("failed", 0)))
                        for arm, row in status.iterrows()}
+        # The arm each is compared with: its trick file's `against` (one it can act on, e.g.
+        # an off-policy arm for the clip variants), else the baseline.
+        named = sub.dropna(subset=["against"]) if "against" in sub.columns else None
+        pairs = [] if named is None else [
+            (a, str(b)) for a, b in zip(named["arm"], named["against"], strict=True)
+            if str(b).strip() and b != a]
+        self.against = {a: b for a, b in pairs if b in self.column_of}
+        self.missing_against = {a: b for a, b in pairs if b not in self.column_of}
+
+    def against_of(self, arm: str) -> str:
+        return self.against.get(arm, self.baseline)
 
     def column(self, arm: str, metric: str) -> np.ndarray:
         if metric not in self.tables:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from grpo_ablate.config.catalog import prior_of
 from grpo_ablate.config.identity import computation_key
 from grpo_ablate.config.review import recipe_departures
 from grpo_ablate.errors import UserError
@@ -36,6 +37,8 @@ def records_table(records) -> pd.DataFrame:
                "sweep_dir": getattr(r, "source_dir", None),
                "config_key": computation_key(r.config) if r.config else None,
                "recipe_departures": "; ".join(recipe_departures(r.config)),
+               "against": ((r.config or {}).get("trick") or {}).get("against"),
+               "prior": prior_of((r.config or {}).get("trick") or {}),
                "diagnostic_rules": ",".join(sorted({d["rule"] for d in r.diagnostics})),
                "wall_seconds": r.wall_seconds,
                "machine_id": (r.machine or {}).get("numeric_id"),
@@ -167,7 +170,7 @@ def _normalise(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def metric_columns(df: pd.DataFrame) -> list[str]:
     """Numeric columns a user could pick as --metric."""
     skip = set(ID_COLUMNS) | {"run_id", "error", "sweep_dir", "config_key", "diagnostic_rules",
-                              "recipe_departures", "machine_id", "machine",
+                              "recipe_departures", "machine_id", "machine", "against", "prior",
                               "wall_seconds", "activity", "activity_measure"}
     return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])
             and not c.startswith(("budget/", "activity/", "values/"))]

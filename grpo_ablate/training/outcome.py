@@ -124,6 +124,17 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
         clip = [r.get("clip_ratio/region_mean", 0.0) or 0.0 for r in rows if "loss" in r]
         details["ratio_clip_steps"] = _fraction(sum(c > 0 for c in clip), len(clip))
         details["ratio_clip_tokens"] = _fraction(sum(clip), len(clip))
+        high = [r.get("clip_ratio/high_mean", 0.0) or 0.0 for r in rows if "loss" in r]
+        details["ratio_clip_high_tokens"] = _fraction(sum(high), len(high))
+    truncated = [r["completions/clipped_ratio"] for r in rows
+                 if r.get("completions/clipped_ratio") is not None]
+    if tr.get("mask_truncated_completions") and truncated:
+        details["truncated_masked"] = sum(truncated) / len(truncated)
+    if "overlong_samples" in counts:
+        details["overlong_punished"] = _fraction(counts.get("overlong_punished", 0),
+                                                 counts["overlong_samples"])
+    if tr.get("top_entropy_quantile", 1.0) < 1.0:  # by construction: the rest of the tokens
+        details["entropy_masked_tokens"] = 1.0 - tr["top_entropy_quantile"]
     measured = {
         "hooks.reward_clip": ("reward_clip_samples", "samples whose reward the clip changed"),
         "hooks.length_penalty": ("length_penalty_groups",
@@ -132,6 +143,18 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
                                     "samples dropped, in the filter's window"),
         "trainer.max_grad_norm": ("grad_clip_differs_steps",
                                   "steps where its gradient clipping differs from the baseline's"),
+        "trainer.epsilon_high": ("ratio_clip_high_tokens",
+                                 "tokens clipped at the upper bound 1+epsilon_high"),
+        # The cap and sequence-level ratios can only act where a token's ratio leaves 1.
+        "trainer.delta": ("ratio_clip_tokens", "tokens whose importance ratio left the clip "
+                          "range (where the two-sided cap can bind)"),
+        "trainer.importance_sampling_level": ("ratio_clip_tokens", "tokens whose importance "
+                                              "ratio left the clip range (off-policy updates)"),
+        "trainer.mask_truncated_completions": ("truncated_masked",
+                                               "completions masked as truncated"),
+        "hooks.soft_overlong": ("overlong_punished", "completions punished for length"),
+        "trainer.top_entropy_quantile": ("entropy_masked_tokens",
+                                         "tokens left out by the entropy quantile"),
     }
     acted, measures = [], []
     for key in keys:

@@ -11,6 +11,7 @@ import logging
 import os
 import tempfile
 import time
+from collections import Counter
 
 import torch
 from datasets import Dataset
@@ -33,7 +34,11 @@ from grpo_ablate.training.callbacks import (
 )
 from grpo_ablate.training.outcome import final_metrics, make_record, run_machine
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
-from grpo_ablate.training.tricks import shaping_in_reward_units, shaping_values
+from grpo_ablate.training.tricks import (
+    SoftOverlongReward,
+    shaping_in_reward_units,
+    shaping_values,
+)
 from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
 from grpo_ablate.training.wandb_logger import (
     WandbHistoryCallback,
@@ -68,10 +73,18 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
     kwargs = grpo_kwargs(cfg, output_dir)
     if wandb_run is not None:
         callbacks = [*callbacks, WandbHistoryCallback(wandb_run, HISTORY_KEYS)]
+    activity: Counter = Counter()
+    rewards = [make_reward_function(task, cfg["faults"], cost)]
+    soft = cfg["hooks"].get("soft_overlong")
+    if soft is not None:  # TRL's function as a second reward, at its weight
+        rewards.append(SoftOverlongReward(cfg["trainer"]["max_completion_length"],
+                                          soft["cache_fraction"], activity))
+        kwargs["reward_weights"] = [1.0, soft["weight"]]
     pause_point("model_load")
     return AblationGRPOTrainer(
         model=model_path,  # a path: TRL builds the frozen reference from the same checkpoint
-        reward_funcs=make_reward_function(task, cfg["faults"], cost),
+        reward_funcs=rewards,
+        activity=activity,
         args=GRPOConfig(**kwargs),
         train_dataset=Dataset.from_list(task.train_rows()),
         processing_class=tokenizer,

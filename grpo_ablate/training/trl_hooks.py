@@ -77,11 +77,12 @@ class AblationGRPOTrainer(GRPOTrainer):
     advantages the length penalty changed, samples dropped), for the record."""
 
     def __init__(self, *args: Any, hooks: dict | None = None, faults: dict | None = None,
-                 **kwargs: Any) -> None:
+                 activity: Counter | None = None, **kwargs: Any) -> None:
         check_trl_compat()
         self.ablation_hooks = hooks or {}
         self.faults = faults or {}
-        self.activity: Counter = Counter()
+        # Shared with the tricks that count outside this class (the soft overlong reward).
+        self.activity: Counter = activity if activity is not None else Counter()
         self._shaped_rewards: torch.Tensor | None = None
         self._filter_keep: torch.Tensor | None = None
         self.generation_seconds = 0.0

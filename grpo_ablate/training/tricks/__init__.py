@@ -3,7 +3,8 @@ clip, LR schedule, entropy bonus, G, temperature, epsilon-clip with reuse) are j
 see conf/trick/. trl_hooks.py wires these functions into TRL's GRPOTrainer.
 
 One file per family: reward_shaping (clip, length penalty), advantages (global
-normalisation, low-reward filtering), ema (weight averaging)."""
+normalisation, low-reward filtering), ema (weight averaging), overlong (TRL's soft overlong
+punishment as a second, counted reward)."""
 
 from grpo_ablate.training.tricks.advantages import (
     apply_global_adv_norm,
@@ -13,6 +14,7 @@ from grpo_ablate.training.tricks.advantages import (
     low_reward_keep_mask,
 )
 from grpo_ablate.training.tricks.ema import WeightEMA
+from grpo_ablate.training.tricks.overlong import SoftOverlongReward, soft_overlong_cache
 from grpo_ablate.training.tricks.reward_shaping import (
     apply_length_penalty,
     apply_reward_clip,
@@ -22,7 +24,7 @@ from grpo_ablate.training.tricks.reward_shaping import (
 )
 
 __all__ = [
-    "WeightEMA", "apply_global_adv_norm", "apply_length_penalty", "apply_reward_clip",
+    "SoftOverlongReward", "WeightEMA", "apply_global_adv_norm", "apply_length_penalty", "apply_reward_clip",
     "filter_active", "global_adv_norm_share", "kept_loss_scale", "low_reward_keep_mask",
-    "shape_rewards", "shaping_in_reward_units", "shaping_values",
+    "shape_rewards", "shaping_in_reward_units", "shaping_values", "soft_overlong_cache",
 ]

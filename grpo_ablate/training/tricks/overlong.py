@@ -1,0 +1,32 @@
+"""DAPO's soft overlong punishment (Eq. 13) as a second reward function: TRL's own
+`trl.rewards.get_soft_overlong_punishment`, weighted by `hooks.soft_overlong.weight` through
+GRPOConfig's `reward_weights`, and counted (how many completions it punished) for the
+record's activity."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+def soft_overlong_cache(max_completion_length: int, cache_fraction: float) -> int:
+    """The punished span at the end of the length limit, in tokens (at least one)."""
+    return max(1, min(max_completion_length - 1, round(cache_fraction * max_completion_length)))
+
+
+class SoftOverlongReward:
+    """TRL's punishment, counting the completions it scored below 0 into `counts`."""
+
+    def __init__(self, max_completion_length: int, cache_fraction: float,
+                 counts: Counter) -> None:
+        from trl.rewards import get_soft_overlong_punishment
+
+        self.cache = soft_overlong_cache(max_completion_length, cache_fraction)
+        self.punish = get_soft_overlong_punishment(max_completion_length, self.cache)
+        self.counts = counts
+        self.__name__ = "soft_overlong"  # TRL logs rewards/<name>
+
+    def __call__(self, completion_ids: list[list[int]], **kwargs) -> list[float]:
+        rewards = self.punish(completion_ids=completion_ids)
+        self.counts["overlong_samples"] += len(rewards)
+        self.counts["overlong_punished"] += sum(r < 0 for r in rewards)
+        return rewards

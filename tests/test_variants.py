@@ -1,0 +1,176 @@
+"""The 2025-26 variants reach TRL and change what TRL computes, on the embedded tiny policy:
+each loss-side variant on one fixed batch (TRL's own `compute_loss`, the batch generated
+once, with planted off-policy log-probs and varied completion lengths so that every
+normaliser and clip can differ), the advantage- and mask-side ones on the same completions
+(the same sampling seed), and the soft overlong punishment against an independent Eq. 13.
+The TRL internals these tests call (`_generate_and_score_completions`,
+`current_gradient_accumulation_steps`) are the ones grpo_ablate/training/trl_hooks.py
+already pins."""
+
+from collections import Counter
+
+import pytest
+import torch
+
+from grpo_ablate.config import specs_for
+from grpo_ablate.training.tricks import SoftOverlongReward, soft_overlong_cache
+
+pytestmark = pytest.mark.slow
+OFF_POLICY = ["trainer.num_iterations=2"]
+
+
+def trainer_for(overrides: list[str], tmp):
+    from transformers import AutoTokenizer
+
+    from grpo_ablate.models import resolve_model_path
+    from grpo_ablate.tasks import get_task
+    from grpo_ablate.training.train import build_trainer
+
+    (spec,) = specs_for(["trainer.max_steps=1", "run_cache=null", *overrides], multirun=False)
+    task = get_task(spec.config["task"])
+    path = resolve_model_path(spec.config, task)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    task.use_tokenizer(tokenizer)
+    trainer = build_trainer(spec, path, tokenizer, task, str(tmp), [],
+                            {"completions": 0, "completion_tokens": 0})
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; one micro-batch here
+    return trainer
+
+
+def generate(trainer, seed: int = 0) -> dict:
+    rows = [trainer.train_dataset[i] for i in range(4) for _ in range(trainer.num_generations)]
+    torch.manual_seed(seed)
+    return trainer._generate_and_score_completions(rows)
+
+
+@pytest.fixture(scope="module")
+def fixed_batch(tiny_policy, tmp_path_factory):
+    """One generated batch, made off-policy (old log-probs moved by up to e^±3) and with
+    completion lengths that differ (odd rows lose their last token)."""
+    base = trainer_for(OFF_POLICY, tmp_path_factory.mktemp("base"))
+    batch = generate(base)
+    g = torch.Generator().manual_seed(0)
+    old = batch["old_per_token_logps"]
+    batch["old_per_token_logps"] = old + (torch.rand(old.shape, generator=g) - 0.5) * 6.0
+    mask = batch["completion_mask"].clone()
+    mask[1::2, -1] = 0
+    batch["completion_mask"] = mask
+    batch["num_items_in_batch"] = mask.sum()
+    return base, batch
+
+
+@pytest.mark.parametrize("variant", [
+    ["trick=loss_dr_grpo", *OFF_POLICY], ["trick=loss_dapo", *OFF_POLICY],
+    ["trick=loss_bnpo", *OFF_POLICY], ["trick=loss_cispo", *OFF_POLICY],
+    ["trick=entropy_top_0.2", *OFF_POLICY], ["trick=clip_higher_0.28"],
+    ["trick=clip_two_sided_4"], ["trick=gspo"],
+])
+def test_a_loss_variant_changes_trls_loss_on_a_fixed_batch(variant, fixed_batch, tmp_path):
+    base, batch = fixed_batch
+    trainer = trainer_for(variant, tmp_path)
+    with torch.no_grad():
+        reference = base.compute_loss(base.model, dict(batch)).item()
+        got = trainer.compute_loss(trainer.model, dict(batch)).item()
+        again = trainer.compute_loss(trainer.model, dict(batch)).item()
+    assert got == again  # TRL's computation, deterministic on the batch
+    assert got != reference, variant
+
+
+@pytest.mark.parametrize("variant", ["trick=scale_rewards_none", "trick=scale_rewards_batch"])
+def test_reward_scaling_changes_trls_advantages_on_the_same_completions(variant, tiny_policy,
+                                                                        tmp_path):
+    base = generate(trainer_for([], tmp_path / "a"))
+    other = generate(trainer_for([variant], tmp_path / "b"))
+    assert torch.equal(base["completion_ids"], other["completion_ids"])
+    assert not torch.allclose(base["advantages"], other["advantages"])
+
+
+def test_overlong_filtering_masks_trls_truncated_completions(tiny_policy, tmp_path):
+    short = ["trainer.max_completion_length=2"]  # "38" + eos does not fit: truncated
+    base = generate(trainer_for(short, tmp_path / "a"))
+    masked = generate(trainer_for([*short, "trick=overlong_filter"], tmp_path / "b"))
+    assert torch.equal(base["completion_ids"], masked["completion_ids"])
+    truncated = base["completion_mask"].sum(1) == 2
+    assert truncated.any()
+    assert (masked["completion_mask"][truncated] == 0).all()
+    assert torch.equal(masked["completion_mask"][~truncated], base["completion_mask"][~truncated])
+
+
+def test_2_grpo_reaches_trl_as_groups_of_two(tiny_policy, tmp_path):
+    trainer = trainer_for(["trick=group_2"], tmp_path)
+    assert trainer.num_generations == 2 and trainer.args.num_generations == 2
+    batch = generate(trainer)
+    assert batch["advantages"].view(-1, 2).sum(1).abs().max() < 1e-5  # centred per pair
+
+
+def test_soft_overlong_is_trls_eq_13_weighted_as_a_second_reward(tiny_policy, tmp_path):
+    counts: Counter = Counter()
+    reward = SoftOverlongReward(max_completion_length=10, cache_fraction=0.3, counts=counts)
+    lengths = [3, 7, 8, 9, 10, 12]
+    got = reward([[1] * n for n in lengths])
+    cache = soft_overlong_cache(10, 0.3)
+    expected = [0.0 if n <= 10 - cache else ((10 - cache) - n) / cache if n <= 10 else -1.0
+                for n in lengths]
+    assert cache == 3 and got == pytest.approx(expected)
+    assert counts == {"overlong_samples": 6, "overlong_punished": 4}
+    trainer = trainer_for(["trick=overlong_soft", "hooks.soft_overlong.weight=0.5"], tmp_path)
+    assert [f.__name__ for f in trainer.reward_funcs][1] == "soft_overlong"
+    assert trainer.reward_weights.tolist() == [1.0, 0.5]
+
+
+def test_an_arm_is_compared_with_the_arm_its_trick_names(tmp_path):
+    """Planted: reuse is 0.3 below the baseline, clip_higher 0.1 above reuse (and so 0.2 below
+    the baseline): against reuse_2x_clip its difference is +0.1."""
+    from grpo_ablate import cli
+
+    rows = ["arm,seed,against,eval/accuracy"]
+    for seed in range(6):
+        noise = 0.01 * ((seed * 7) % 5 - 2)
+        rows += [f"baseline,{seed},,{0.6 + noise:.4f}",
+                 f"reuse_2x_clip,{seed},,{0.3 + noise + 0.001 * seed:.4f}",
+                 f"clip_higher_0.28,{seed},reuse_2x_clip,{0.4 + noise + 0.001 * seed:.4f}"]
+    csv = tmp_path / "variants.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    assert cli.main(["report", str(csv), "--out", str(tmp_path / "r"), "--no-figures"]) == 0
+    import json
+
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    arms = {a["arm"]: a for a in report["strata"][0]["arms"]}
+    assert arms["clip_higher_0.28"]["against"] == "reuse_2x_clip"
+    assert arms["clip_higher_0.28"]["diff"] == pytest.approx(0.1, abs=1e-9)
+    assert arms["reuse_2x_clip"]["against"] == "baseline"
+    assert arms["reuse_2x_clip"]["diff"] == pytest.approx(-0.3 + 0.0025, abs=1e-9)
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "clip_higher_0.28 (vs reuse_2x_clip)" in md
+
+
+def test_an_adaptive_sweep_refuses_arms_compared_with_another_arm(tmp_path, capsys):
+    from grpo_ablate import cli
+
+    assert cli.main(["sweep", "sweep=variants", "adaptive=true", f"out_root={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trick.against" in err[0]
+
+
+def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path):
+    """One seed of every arm. The tiny policy's updates are small and its answers short, so the
+    sweep raises the learning rate (every arm alike: the ratio then leaves the clip range
+    under reuse) and cuts completions at 2 tokens (two-digit answers are truncated), where
+    each variant has something to act on."""
+    import json
+
+    from grpo_ablate import cli
+
+    assert cli.main(["sweep", "sweep=variants", "seed=0", f"out_root={tmp_path}",
+                     "trainer.learning_rate=2e-3", "trainer.max_completion_length=2",
+                     "trainer.max_steps=6", "eval.every_steps=0", "eval.sampled_k=1",
+                     "run_cache=null"]) == 0
+    records = [json.loads(p.read_text()) for p in (tmp_path / "variants").glob("runs/*/record.json")]
+    acted = {r["arm"]: r["activity"].get("acted") for r in records}
+    assert all(r["status"] == "completed" for r in records)
+    assert set(acted) == {"baseline", "reuse_2x_clip", "loss_dr_grpo", "loss_dapo", "loss_bnpo",
+                          "loss_cispo", "scale_rewards_none", "scale_rewards_batch",
+                          "clip_higher_0.28", "clip_two_sided_4", "gspo", "overlong_filter",
+                          "overlong_soft", "entropy_top_0.2", "group_2"}
+    assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
