@@ -13,7 +13,7 @@ CATALOG = ("no_kl kl_0.01 kl_0.1 reward_clip length_penalty grad_clip_0.5 grad_c
 # The 2025-26 variants (sweeps/variants.yaml), each with a paper and its claim.
 VARIANTS = ("loss_dr_grpo loss_dapo loss_bnpo loss_cispo scale_rewards_none scale_rewards_batch "
             "clip_higher_0.28 clip_two_sided_4 gspo overlong_filter overlong_soft entropy_top_0.2 "
-            "group_2").split()
+            "group_2 dynamic_sampling").split()
 
 
 def flatten(d, prefix=""):

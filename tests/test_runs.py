@@ -50,18 +50,32 @@ def test_same_seed_same_record_and_other_seed_differs(tiny_policy):
     assert losses_and_rewards(rows_a) != losses_and_rewards(rows_c)
 
 
-def test_ema_arm_is_judged_on_its_averaged_weights_and_training_is_unchanged(tiny_policy):
+def test_ema_arm_is_judged_on_its_averaged_weights_and_training_is_unchanged(tiny_policy,
+                                                                           monkeypatch):
+    from grpo_ablate.tasks.arithmetic import ArithmeticTask
+
     plain, rows_plain = train_one(spec())
+    # What each evaluation sees: a fingerprint of the weights it was handed. (The held-out
+    # metrics alone can coincide when the averaged and raw weights give the same answers.)
+    seen, original = [], ArithmeticTask.evaluate
+
+    def fingerprinted(self, model, *args, **kwargs):
+        seen.append(sum(float(p.double().sum()) for p in model.parameters()))
+        return original(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(ArithmeticTask, "evaluate", fingerprinted)
+    monkeypatch.setenv("GRPO_ABLATE_START_EVAL_CACHE", "0")  # evaluate step 0 here too
     ema, rows_ema = train_one(spec("trick=ema", "hooks.ema.decay=0.5"))
     assert losses_and_rewards(rows_plain) == losses_and_rewards(rows_ema)
     # The raw weights of the EMA arm are the baseline's weights: same training, same evals.
     raw = {k.removeprefix("raw/"): v for k, v in ema.metrics.items() if k.startswith("raw/")}
     assert raw == {k: v for k, v in plain.metrics.items() if k in raw}
     assert "raw/eval/accuracy" not in plain.metrics
-    # Its primary metric comes from the averaged weights: a different evaluation.
-    ema_evals = [(r["step"], r["eval/reward_mean"]) for r in rows_ema if "eval/reward_mean" in r]
-    raw_evals = [(r["step"], r["raw/eval/reward_mean"]) for r in rows_ema if "raw/eval/reward_mean" in r]
-    assert ema_evals[0] == raw_evals[0] and ema_evals[1:] != raw_evals[1:]
+    # Its primary metric comes from the averaged weights: at each evaluation (start, step 3,
+    # end) the EMA pass sees other weights than the raw pass, except at the start.
+    pairs = list(zip(seen[0::2], seen[1::2], strict=True))
+    assert len(pairs) == 3, seen
+    assert pairs[0][0] == pairs[0][1] and all(e != r for e, r in pairs[1:])
     assert "checkpoint_regret_raw" in ema.stability
 
 

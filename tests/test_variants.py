@@ -13,7 +13,11 @@ import pytest
 import torch
 
 from grpo_ablate.config import specs_for
-from grpo_ablate.training.tricks import SoftOverlongReward, soft_overlong_cache
+from grpo_ablate.training.tricks import (
+    SoftOverlongReward,
+    keep_groups,
+    soft_overlong_cache,
+)
 
 pytestmark = pytest.mark.slow
 OFF_POLICY = ["trainer.num_iterations=2"]
@@ -172,5 +176,55 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     assert set(acted) == {"baseline", "reuse_2x_clip", "loss_dr_grpo", "loss_dapo", "loss_bnpo",
                           "loss_cispo", "scale_rewards_none", "scale_rewards_batch",
                           "clip_higher_0.28", "clip_two_sided_4", "gspo", "overlong_filter",
-                          "overlong_soft", "entropy_top_0.2", "group_2"}
+                          "overlong_soft", "entropy_top_0.2", "group_2", "dynamic_sampling"}
     assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
+    cost = {r["arm"]: r["cost"]["completions"] for r in records}
+    assert cost["dynamic_sampling"] > cost["baseline"]  # its extra rounds are in the budget
+
+
+def test_dynamic_sampling_keeps_the_groups_an_independent_selection_keeps():
+    """Planted rewards, groups of 4, 3 groups needed; round by round, a group is valid when
+    its rewards are not all equal."""
+    def independent(rounds, group, needed):
+        rows = [(r, g, len(set(vals[g * group:(g + 1) * group])) > 1)
+                for r, vals in enumerate(rounds) for g in range(len(vals) // group)]
+        ok = [(r, g) for r, g, v in rows if v]
+        if len(ok) >= needed:
+            return ok[:needed], False
+        bad = [(r, g) for r, g, v in rows if not v][:needed - len(ok)]
+        return sorted(ok + bad), True
+
+    cases = [
+        [[1, 1, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0], [1, 0, 1, 0, 2, 2, 2, 2, 0, 0, 1, 1]],  # enough
+        [[1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1]],                                        # one round
+        [[1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1]],  # the cap
+        [[1.0, 1.0, 1.0, 1.0] * 3],                                                    # none valid
+    ]
+    for rounds in cases:
+        got = keep_groups([torch.tensor(r, dtype=torch.float32) for r in rounds], 4, 3)
+        assert got == independent(rounds, 4, 3), rounds
+    assert keep_groups([torch.tensor(cases[2][0], dtype=torch.float32),
+                        torch.tensor(cases[2][1], dtype=torch.float32)], 4, 3)[1] is True
+
+
+def test_dynamic_sampling_merges_trls_rounds_row_for_row():
+    from grpo_ablate.training.trl_hooks import merge_groups
+
+    def round_out(width, prompt_width, value):
+        rows = 4
+        return {"prompt_ids": torch.full((rows, prompt_width), value),
+                "prompt_mask": torch.ones(rows, prompt_width, dtype=torch.long),
+                "completion_ids": torch.arange(rows * width).view(rows, width) + value * 100,
+                "completion_mask": torch.ones(rows, width, dtype=torch.long),
+                "advantages": torch.arange(rows, dtype=torch.float32) + value,
+                "num_items_in_batch": torch.tensor(rows * width), "mode": "train"}
+
+    a, b = round_out(3, 2, 1), round_out(5, 4, 2)
+    merged = merge_groups([a, b], kept=[(1, 0), (0, 1)], group=2, pad_token_id=-1)
+    assert torch.equal(merged["completion_ids"][:2], b["completion_ids"][:2])
+    assert torch.equal(merged["completion_ids"][2:, :3], a["completion_ids"][2:])
+    assert (merged["completion_ids"][2:, 3:] == -1).all()  # completions padded on the right
+    assert (merged["completion_mask"][2:, 3:] == 0).all()
+    assert (merged["prompt_ids"][2:, :2] == -1).all() and (merged["prompt_mask"][2:, :2] == 0).all()
+    assert torch.equal(merged["advantages"], torch.tensor([2.0, 3.0, 3.0, 4.0]))
+    assert merged["num_items_in_batch"] == 2 * 5 + 2 * 3 and merged["mode"] == "train"

@@ -72,6 +72,10 @@ def check_lora(model: dict) -> None:
 
 def check_relations(data: dict) -> None:
     tr, hooks = data["trainer"], data["hooks"]
+    if hooks.get("dynamic_sampling") and data["launch"]["processes"] > 1:
+        raise UserError("hooks.dynamic_sampling: one process per run only (its extra rounds are "
+                        f"drawn per process); allowed: launch.processes=1, not "
+                        f"{data['launch']['processes']}")
     gen_batch = tr["per_device_train_batch_size"] * (tr.get("steps_per_generation") or 1)
     if gen_batch % tr["num_generations"]:
         raise UserError(

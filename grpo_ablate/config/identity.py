@@ -22,6 +22,15 @@ _IDENTITY_IF_SET = ("reward_raises_on_rank",)
 _BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "run_cache", "logger")
 
 
+# Hooks added after records existed: in the identity only when set, so older records (and
+# run-cache entries) keep their ids.
+_HOOKS_IF_SET = ("soft_overlong", "dynamic_sampling")
+
+
+def _unset_hooks_dropped(hooks: dict) -> dict:
+    return {k: v for k, v in hooks.items() if not (k in _HOOKS_IF_SET and v is None)}
+
+
 def run_id(data: dict) -> str:
     ident = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
     ident["trick"] = {"id": data["trick"]["id"]}
@@ -33,8 +42,7 @@ def run_id(data: dict) -> str:
     ident["task"] = task
     if (data.get("model") or {}).get("lora", "unset") is None:  # added later: only when set
         ident["model"] = {k: v for k, v in data["model"].items() if k != "lora"}
-    if (data.get("hooks") or {}).get("soft_overlong", "unset") is None:
-        ident["hooks"] = {k: v for k, v in data["hooks"].items() if k != "soft_overlong"}
+    ident["hooks"] = _unset_hooks_dropped(data.get("hooks") or {})
     ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"
                        and not (k in _IDENTITY_IF_SET and v is None)}
     # Where the processes run does not change the computation; how many, and the engine, do
@@ -51,8 +59,7 @@ def computation_key(config: dict) -> str:
     ident = {k: v for k, v in config.items() if k not in _BOOKKEEPING}
     if (ident.get("model") or {}).get("lora", "unset") is None:
         ident["model"] = {k: v for k, v in ident["model"].items() if k != "lora"}
-    if (ident.get("hooks") or {}).get("soft_overlong", "unset") is None:
-        ident["hooks"] = {k: v for k, v in ident["hooks"].items() if k != "soft_overlong"}
+    ident["hooks"] = _unset_hooks_dropped(ident.get("hooks") or {})
     trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
     blob = json.dumps({**ident, "trainer": trainer}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -133,6 +133,12 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
     if "overlong_samples" in counts:
         details["overlong_punished"] = _fraction(counts.get("overlong_punished", 0),
                                                  counts["overlong_samples"])
+    if counts.get("dynamic_groups"):
+        details["dynamic_filtered_groups"] = counts["dynamic_filtered"] / counts["dynamic_groups"]
+        details["dynamic_cap_steps"] = _fraction(counts.get("dynamic_cap_hit", 0),
+                                                 counts.get("dynamic_steps", 0))
+        details["dynamic_rounds_per_step"] = _fraction(counts.get("dynamic_rounds", 0),
+                                                       counts.get("dynamic_steps", 0))
     if tr.get("top_entropy_quantile", 1.0) < 1.0:  # by construction: the rest of the tokens
         details["entropy_masked_tokens"] = 1.0 - tr["top_entropy_quantile"]
     measured = {
@@ -153,6 +159,8 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
         "trainer.mask_truncated_completions": ("truncated_masked",
                                                "completions masked as truncated"),
         "hooks.soft_overlong": ("overlong_punished", "completions punished for length"),
+        "hooks.dynamic_sampling": ("dynamic_filtered_groups",
+                                   "groups filtered out (all rewards equal)"),
         "trainer.top_entropy_quantile": ("entropy_masked_tokens",
                                          "tokens left out by the entropy quantile"),
     }

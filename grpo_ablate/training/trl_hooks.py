@@ -29,9 +29,11 @@ from trl import GRPOTrainer
 from grpo_ablate.training.tricks import (
     filter_active,
     global_adv_norm_share,
+    keep_groups,
     kept_loss_scale,
     low_reward_keep_mask,
     shape_rewards,
+    valid_groups,
 )
 
 TESTED_TRL = (1, 16)
@@ -68,6 +70,33 @@ def check_trl_compat() -> None:
         if got != params:
             raise RuntimeError(f"trl.GRPOTrainer.{name}{got} changed from {params}: "
                                "re-check grpo_ablate/training/trl_hooks.py")
+
+
+LEFT_PADDED = ("prompt_ids", "prompt_mask")  # TRL pads prompts on the left, the rest right
+
+
+def merge_groups(outs: list[dict], kept: list[tuple[int, int]], group: int,
+                 pad_token_id: int) -> dict:
+    """One generation batch of the kept (round, group) rows of several rounds of TRL's
+    `_generate_and_score_completions` output: per-row tensors padded to a common width and
+    stacked, the token count recomputed; every other entry as the first round has it."""
+    merged = dict(outs[0])
+    rows = outs[0]["completion_mask"].size(0)
+    for key, first in outs[0].items():
+        if not (isinstance(first, torch.Tensor) and first.dim() >= 1 and first.size(0) == rows):
+            continue
+        width = max(o[key].size(1) for o in outs) if first.dim() == 2 else None
+        parts = []
+        for r, g in kept:
+            block = outs[r][key][g * group:(g + 1) * group]
+            if width is not None and block.size(1) < width:
+                fill = pad_token_id if key.endswith("_ids") else 0
+                pad = block.new_full((block.size(0), width - block.size(1)), fill)
+                block = torch.cat([pad, block] if key in LEFT_PADDED else [block, pad], 1)
+            parts.append(block)
+        merged[key] = torch.cat(parts, 0)
+    merged["num_items_in_batch"] = merged["completion_mask"].sum()
+    return merged
 
 
 class AblationGRPOTrainer(GRPOTrainer):
@@ -145,9 +174,11 @@ class AblationGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         start = time.perf_counter()
         out = super()._generate_and_score_completions(inputs)
-        self.generation_seconds += time.perf_counter() - start  # generation and its rewards
         hooks = self.ablation_hooks
         mode = "train" if self.model.training else "eval"
+        if hooks.get("dynamic_sampling") and mode == "train":
+            out = self._dynamic_sampling(inputs, out, hooks["dynamic_sampling"]["max_rounds"])
+        self.generation_seconds += time.perf_counter() - start  # generation and its rewards
         n = out["completion_mask"].size(0)
         local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
         if hooks.get("global_adv_norm"):
@@ -170,6 +201,30 @@ class AblationGRPOTrainer(GRPOTrainer):
                 self._metrics[mode]["reward_std"][-1] = self._shaped_rewards.std().item()
             self._metrics[mode]["filter/frac_dropped"].append(dropped)
         return out
+
+    # -- dynamic sampling (DAPO): more rounds until the step's groups have varied rewards --
+    def _dynamic_sampling(self, inputs: list[dict], first: dict, max_rounds: int) -> dict:
+        """Over-sample prompts (seeded by the run's seed and the step) until the step holds
+        as many groups with varied rewards as it asked for, or max_rounds rounds ran; then
+        the batch of the kept groups (tricks/dynamic_sampling.py)."""
+        group = self.num_generations
+        needed = len(inputs) // group
+        outs, rewards = [first], [self._shaped_rewards.detach().cpu()]
+        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + self.state.global_step)
+        while sum(int(valid_groups(r, group).sum()) for r in rewards) < needed \
+                and len(outs) < max_rounds:
+            picks = torch.randint(len(self.train_dataset), (needed,), generator=gen).tolist()
+            extra = [self.train_dataset[i] for i in picks for _ in range(group)]
+            outs.append(super()._generate_and_score_completions(extra))
+            rewards.append(self._shaped_rewards.detach().cpu())
+        kept, capped = keep_groups(rewards, group, needed)
+        self.activity["dynamic_steps"] += 1
+        self.activity["dynamic_rounds"] += len(outs)
+        self.activity["dynamic_groups"] += sum(r.numel() // group for r in rewards)
+        self.activity["dynamic_filtered"] += sum(int((~valid_groups(r, group)).sum())
+                                                 for r in rewards)
+        self.activity["dynamic_cap_hit"] += int(capped)
+        return merge_groups(outs, kept, group, self.processing_class.pad_token_id)
 
     # -- the loss: per-sequence averages over kept samples; fault injection ---------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):

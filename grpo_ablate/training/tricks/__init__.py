@@ -13,6 +13,7 @@ from grpo_ablate.training.tricks.advantages import (
     kept_loss_scale,
     low_reward_keep_mask,
 )
+from grpo_ablate.training.tricks.dynamic_sampling import keep_groups, valid_groups
 from grpo_ablate.training.tricks.ema import WeightEMA
 from grpo_ablate.training.tricks.overlong import SoftOverlongReward, soft_overlong_cache
 from grpo_ablate.training.tricks.reward_shaping import (
@@ -26,5 +27,6 @@ from grpo_ablate.training.tricks.reward_shaping import (
 __all__ = [
     "SoftOverlongReward", "WeightEMA", "apply_global_adv_norm", "apply_length_penalty", "apply_reward_clip",
     "filter_active", "global_adv_norm_share", "kept_loss_scale", "low_reward_keep_mask",
-    "shape_rewards", "shaping_in_reward_units", "shaping_values", "soft_overlong_cache",
+    "keep_groups", "shape_rewards", "shaping_in_reward_units", "shaping_values",
+    "soft_overlong_cache", "valid_groups",
 ]
