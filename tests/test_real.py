@@ -111,3 +111,20 @@ def test_a_lora_run_with_the_real_checkpoint(smollm2, tmp_path):
     assert record.status == "completed", record.error
     assert record.model == "smollm2-135m+lora-r16" and record.steps == 2
     assert record.config["model"]["lora"]["target_modules"] == "all-linear"
+
+
+def test_the_variants_sweep_with_the_real_checkpoint(smollm2, tmp_path):
+    """Every 2025-26 variant on SmolLM2, 2 seeds of 1 step each, under joblib, then the report:
+    the whole path on a real checkpoint and its chat template (not the learning)."""
+    res = cli("sweep", "sweep=variants", "seed=0,1", "model=smollm2-135m", *GSM8K,
+              "task.dataset.eval_size=2", "eval.sampled_k=1", "trainer.max_steps=1",
+              "trainer.max_completion_length=16", f"out_root={tmp_path}", "run_cache=null",
+              "launcher=joblib", timeout=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    records = [read_record(p) for p in (tmp_path / "variants").glob("runs/*/record.json")]
+    assert len(records) == 32 and all(r.status == "completed" for r in records), \
+        [(r.arm, r.error) for r in records if r.status != "completed"]
+    report = json.loads((tmp_path / "variants" / "report.json").read_text())
+    arms = {a["arm"]: a for a in report["strata"][0]["arms"]}
+    assert len(arms) == 15 and arms["gspo"]["against"] == "reuse_2x_clip"
+    assert arms["loss_dr_grpo"]["against"] == "baseline"
