@@ -100,7 +100,7 @@ def design_line(report: dict) -> str:
             f"inert below {report['inert_below']:.0%} activity.")
 
 
-def _runset(wr, name: str, filters: str, runs: SweepRuns, groupby: list[str] | None = None):
+def _runset(wr, name: str, filters: str, groupby: list[str] | None = None):
     # Offline the runset names neither entity nor project: wandb-workspaces would look the
     # project's id up over the network while serialising. Publishing fills them in.
     return wr.Runset(name=name, filters=filters, groupby=groupby or [])
@@ -126,7 +126,7 @@ def stratum_grid(wr, report: dict, runs: SweepRuns, model: str, task: str):
                                  groupby_rangefunc="stddev"))
     panels += [wr.LinePlot(title=title, x=STEP, y=[key], **grouped)
                for title, key in CURVES if key in runs.logged]
-    return wr.PanelGrid(runsets=[_runset(wr, f"{model} / {task}", where, runs, [ARM])],
+    return wr.PanelGrid(runsets=[_runset(wr, f"{model} / {task}", where, [ARM])],
                         panels=panels)
 
 
@@ -151,7 +151,7 @@ def build_report(report: dict, runs: SweepRuns, summary_id: str | None, figures:
         verdict_panels.append(wr.MediaBrowser(title="forest plot", media_keys=["figures/forest"]))
     blocks = [wr.P(design_line(report)),
               wr.H2("Verdicts"),
-              wr.PanelGrid(runsets=[_runset(wr, "summary", summary, runs)], panels=verdict_panels)]
+              wr.PanelGrid(runsets=[_runset(wr, "summary", summary)], panels=verdict_panels)]
     for model, task in runs.strata:
         blocks += [wr.H2(f"Runs: {model} / {task}"), stratum_grid(wr, report, runs, model, task)]
     if not runs.strata:
