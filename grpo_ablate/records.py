@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -25,6 +26,7 @@ from grpo_ablate.pausepoints import pause_point
 
 STATUSES = ("completed", "diverged", "failed")
 RECORD_NAME, HISTORY_NAME = "record.json", "history.jsonl"
+CHECKPOINTS_DIR = "checkpoints"  # mid-run checkpoints (training/checkpoint.py), until the record
 
 
 @dataclass
@@ -52,6 +54,8 @@ class RunRecord:
     # and their numeric_id (grpo_ablate.runtime.machine). Null in records written before it.
     machine: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # what the run says about itself
+    # The steps of the mid-run checkpoints this run was resumed from, one per interruption.
+    resumed_from: list[int] = field(default_factory=list)
     checksum: str = field(default="")
 
     def content_checksum(self) -> str:
@@ -180,3 +184,8 @@ def clean_partials(run_dir: Path) -> None:
     """Remove temp files a killed writer left behind (never a finished record)."""
     for tmp in Path(run_dir).glob(".*.tmp"):
         tmp.unlink(missing_ok=True)
+
+
+def drop_checkpoints(run_dir: Path) -> None:
+    """A finished run's mid-run checkpoints: not needed once its record is written."""
+    shutil.rmtree(Path(run_dir) / CHECKPOINTS_DIR, ignore_errors=True)

@@ -20,6 +20,7 @@ import threading
 import warnings
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 # Set by `grpo-ablate run|sweep` for the Hydra app it starts (see driven_by_cli).
 CLI_DRIVES = "GRPO_ABLATE_REPORTS"
@@ -29,6 +30,13 @@ NUMERIC_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16"
 
 
 _SAY = threading.Lock()
+
+
+def stable_hash(obj: Any, length: int = 16) -> str:
+    """The first `length` hex digits of the sha256 of `obj` as sorted-key JSON (values JSON
+    cannot hold are written by their str)."""
+    blob = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 
 def say(line: str, stream=None) -> None:

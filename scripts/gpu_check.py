@@ -188,17 +188,17 @@ def scale(rehearse: bool) -> int:
             self.times.append(time.perf_counter() - self.start)
 
     steps = StepTimes()
-    cost = {"completions": 0, "completion_tokens": 0}
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = build_trainer(spec, str(folder), tokenizer, task, tmp, [steps], cost)
+        trainer = build_trainer(spec, str(folder), tokenizer, task, tmp, [steps])
         if on_gpu:
             torch.cuda.reset_peak_memory_stats()
         trainer.train()
     per_step = sum(steps.times) / len(steps.times)
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history
                if "completions/mean_length" in h]
+    cost = trainer.run_state.cost
     figure("gpu_groups_per_step", cost["completions"] // cfg["trainer"]["num_generations"]
            // max(1, len(steps.times)))
     figure("gpu_completions_per_step", cost["completions"] // max(1, len(steps.times)))

@@ -67,9 +67,8 @@ def test_a_lora_run_trains_the_adapter_alone_against_the_adapter_disabled_base(t
     task = get_task(spec.config["task"])
     tokenizer = AutoTokenizer.from_pretrained(tiny_policy)
     task.use_tokenizer(tokenizer)
-    cost = {"completions": 0, "completion_tokens": 0}
     trainer = build_trainer(spec, tiny_policy, tokenizer, task, str(tmp_path / "t"),
-                            [HistoryCallback()], cost)
+                            [HistoryCallback()])
     assert trainer.ref_model is None  # no second copy: TRL disables the adapter instead
     model = trainer.model
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}

@@ -79,3 +79,70 @@ def test_slurm_sweep_cancelled_job_fails_only_its_run_and_resubmit_trains_only_i
     assert all(r["status"] == "completed" for r in after.values())
     kept = {k: r for k, r in recs.items() if r["status"] == "completed"}
     assert all(after[k]["checksum"] == r["checksum"] for k, r in kept.items())
+
+
+def release_requeued(name: str) -> None:
+    """Slurm holds a requeued job for about two minutes before it may start again; the test
+    releases it at once, as a cluster's administrator can (`scontrol update StartTime=now`)."""
+    held = subprocess.run(["squeue", "-h", "-n", name, "-t", "PENDING", "-o", "%i %r"],
+                          capture_output=True, text=True).stdout.split("\n")
+    for line in held:
+        if line.endswith("BeginTime"):
+            subprocess.run(["scontrol", "update", f"JobId={line.split()[0]}", "StartTime=now"],
+                           capture_output=True)
+
+
+def comparable(rec: dict) -> dict:
+    rec = {k: v for k, v in rec.items() if k not in ("wall_seconds", "checksum", "notes",
+                                                     "resumed_from", "sweep")}
+    rec["cost"] = {k: v for k, v in rec["cost"].items()
+                   if k not in ("eval_seconds", "generation_seconds")}
+    rec["config"] = {k: v for k, v in rec["config"].items()
+                     if k not in ("sweep_name", "sweep_dir", "out_root", "faults", "hydra")}
+    return rec
+
+
+def test_slurm_time_limit_requeues_and_the_run_resumes_to_the_uninterrupted_record(
+        tmp_path, slurm, tiny_policy):
+    """A run that needs about 2.5 times its job's one-minute limit: Slurm signals the job
+    before the limit, submitit requeues it, and each new job resumes from the newest
+    checkpoint. The record equals the same run's in a job with time to spare. A second sweep,
+    allowed one requeue, ends with a failed record that says why."""
+    name = f"grpo-ablate-requeue-{os.getpid()}"
+    run = ["trick=baseline", "seed=0", "checkpoint.every_steps=1", "run_cache=null",
+           "eval.every_steps=0", "hydra.launcher.signal_delay_s=20"]
+
+    def launch(out: str, limit: int, steps: int, requeues: int, sleep: float):
+        return subprocess.Popen(
+            [sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke", "launcher=slurm",
+             *run, f"hydra.launcher.timeout_min={limit}", f"trainer.max_steps={steps}",
+             f"hydra.launcher.max_num_timeout={requeues}", f"faults.sleep_per_step={sleep}",
+             f"out_root={tmp_path / out}", f"hydra.launcher.name={name}-{out}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+
+    cut = launch("cut", 1, 30, 20, 5)        # 150 s of steps against a 60 s limit
+    short = launch("short", 1, 60, 1, 5)     # 300 s, one requeue allowed
+    t0 = time.perf_counter()
+    while (cut.poll() is None or short.poll() is None) and time.perf_counter() - t0 < 900:
+        release_requeued(f"{name}-cut")
+        release_requeued(f"{name}-short")
+        time.sleep(2)
+    _, err = cut.communicate(timeout=60)
+    assert cut.returncode == 0, err[-3000:]
+    _, short_err = short.communicate(timeout=60)
+    assert short.returncode == 0, short_err[-3000:]
+    reference = launch("reference", 10, 30, 0, 0)
+    _, ref_err = reference.communicate(timeout=600)
+    assert reference.returncode == 0, ref_err[-3000:]
+
+    (rec,) = records(tmp_path / "cut" / "smoke").values()
+    (ref,) = records(tmp_path / "reference" / "smoke").values()
+    assert rec["status"] == "completed", rec["error"]
+    assert len(rec["resumed_from"]) >= 2, rec["resumed_from"]  # requeued at least twice
+    assert comparable(rec) == comparable(ref)
+    run_dir = next((tmp_path / "cut" / "smoke" / "runs").iterdir())
+    ref_dir = next((tmp_path / "reference" / "smoke" / "runs").iterdir())
+    assert (run_dir / "history.jsonl").read_text() == (ref_dir / "history.jsonl").read_text()
+
+    (failed,) = records(tmp_path / "short" / "smoke").values()
+    assert failed["status"] == "failed" and "max_num_timeout" in failed["error"], failed["error"]

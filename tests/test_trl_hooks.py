@@ -28,9 +28,8 @@ def run_trainer(tiny_policy, overrides, steps=2):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_policy)
-    cost = {"completions": 0, "completion_tokens": 0}
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = build_trainer(spec, tiny_policy, tok, task, tmp, [], cost, False)
+        trainer = build_trainer(spec, tiny_policy, tok, task, tmp, [])
         outputs = []
         original = trainer._generate_and_score_completions
 

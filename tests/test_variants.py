@@ -35,8 +35,7 @@ def trainer_for(overrides: list[str], tmp):
     path = resolve_model_path(spec.config, task)
     tokenizer = AutoTokenizer.from_pretrained(path)
     task.use_tokenizer(tokenizer)
-    trainer = build_trainer(spec, path, tokenizer, task, str(tmp), [],
-                            {"completions": 0, "completion_tokens": 0})
+    trainer = build_trainer(spec, path, tokenizer, task, str(tmp), [])
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; one micro-batch here
     return trainer

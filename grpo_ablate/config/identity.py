@@ -13,13 +13,14 @@ from typing import Any
 
 # What does not change the computation, so it does not change the run's identity.
 _NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger", "adaptive",
-                 "launch")
+                 "launch", "checkpoint")
 # Keys added after records existed: in the identity only when set, so older records (and
 # run-cache entries) keep their ids.
 _IDENTITY_IF_SET = ("reward_raises_on_rank",)
 # Keys that never change a run's computation: two arms whose configs differ only here are
 # identical by construction.
-_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "run_cache", "logger")
+_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "run_cache", "logger",
+                "checkpoint")
 
 
 # Hooks added after records existed: in the identity only when set, so older records (and

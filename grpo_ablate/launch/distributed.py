@@ -37,6 +37,7 @@ from grpo_ablate.models import resolve_model_path
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import apply_thread_share, quiet_libraries, visible_gpus
 from grpo_ablate.tasks import get_task
+from grpo_ablate.training.checkpoint import announce_resume
 from grpo_ablate.training.outcome import make_record
 
 RESULT, ERRORS, LOG = "result.json", "error-rank*.txt", "processes.log"
@@ -110,6 +111,7 @@ def train_in_processes(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
     try:
         # Built (or found in the cache) once, here, not raced for by N processes.
         resolve_model_path(cfg, get_task(cfg["task"]))
+        announce_resume(spec)  # the processes' own output goes to their log
         spec_file = work / "spec.json"
         spec_file.write_text(json.dumps({"config": cfg, "run_id": spec.run_id}))
         gpus = gpus_for(cfg)

@@ -1,7 +1,10 @@
 """Slurm through hydra-submitit-launcher (`launcher=slurm`, conf/launcher/slurm.yaml; the
 launcher class is hydra_plugins/grpo_ablate_slurm, where Hydra requires plugins to live), with
 one change: a run whose Slurm job ends without a record (scancel, node failure, out of
-memory, time limit) is recorded `failed` with the job's id and state, and the sweep goes on.
+memory, time limits beyond hydra.launcher.max_num_timeout) is recorded `failed` with the
+job's id and state, and the sweep goes on. A job that reaches its time limit or is preempted
+is requeued by submitit (the plugin's `checkpoint` resubmits the same job), and its run
+resumes from its newest mid-run checkpoint (training/checkpoint.py).
 
 The plugin's launcher waits on the jobs in order and raises at the first one that did not
 finish, which ends the whole multirun while later jobs still run. Here every job is waited
@@ -23,6 +26,16 @@ from grpo_ablate.records import record_exists, run_lock, write_record
 from grpo_ablate.training.outcome import make_record
 
 log = logging.getLogger(__name__)
+TIMED_OUT = ("reached its time limit more often than hydra.launcher.max_num_timeout "
+             "requeues allow; a re-run resumes from its newest checkpoint")
+
+
+def explain_failure(error: str | None) -> str | None:
+    """A failed run's error, where submitit's words for a run that timed out once too often
+    (raised inside the run by its requeue signal) are given in the sweep's own."""
+    if error and error.startswith("UncompletedJobError") and "timed-out too many times" in error:
+        return f"Slurm job {TIMED_OUT}"
+    return error
 
 
 def record_unfinished(launcher: Any, job: Any, overrides: list[str],
@@ -31,6 +44,8 @@ def record_unfinished(launcher: Any, job: Any, overrides: list[str],
     record already (it finished, and the job died after) or another sweep holds it."""
     state = getattr(job, "state", "UNKNOWN")
     error = f"Slurm job {job.job_id} ended {state} without a record ({type(exc).__name__})"
+    if state == "TIMEOUT":
+        error += f": it {TIMED_OUT}"
     spec = validate(launcher.hydra_context.config_loader.load_sweep_config(launcher.config,
                                                                            list(overrides)))
     with run_lock(spec.sweep_dir, spec.run_id) as held:

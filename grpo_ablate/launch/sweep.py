@@ -8,8 +8,15 @@ import gc
 
 from grpo_ablate.config import RunSpec, check_trainable
 from grpo_ablate.launch import run_cache
+from grpo_ablate.launch.slurm import explain_failure
 from grpo_ablate.models import checkpoint_ready, resolve_model_path
-from grpo_ablate.records import clean_partials, record_exists, run_lock, write_record
+from grpo_ablate.records import (
+    clean_partials,
+    drop_checkpoints,
+    record_exists,
+    run_lock,
+    write_record,
+)
 from grpo_ablate.runtime import apply_thread_share, quiet_libraries, say
 from grpo_ablate.tasks import get_task, policy_data_key
 
@@ -26,10 +33,15 @@ def execute(spec: RunSpec) -> str:
             return "skipped (record exists)"
         clean_partials(run_dir)
         if run_cache.adopt(spec):
+            drop_checkpoints(run_dir)  # an interrupted attempt's: the cache had it whole
             return "reused (run cache)"
         say(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})")
         record, history = train(spec)
+        record.error = explain_failure(record.error)
         write_record(run_dir, record, history)
+        # A failed run keeps them: its re-run resumes (the failure may be transient).
+        if record.status != "failed" and not spec.config["checkpoint"]["keep"]:
+            drop_checkpoints(run_dir)
         run_cache.store(spec, record, history)
         return record.status
 

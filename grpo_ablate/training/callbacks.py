@@ -11,6 +11,7 @@ from collections.abc import Callable
 from transformers import TrainerCallback
 
 from grpo_ablate.pausepoints import pause_point
+from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.tricks import WeightEMA
 
 # Per-step keys kept in history.jsonl (TRL's names), when the trainer logs them.
@@ -23,61 +24,63 @@ HISTORY_KEYS = (
 
 
 class HistoryCallback(TrainerCallback):
-    """Collects one row per logged optimizer step, plus eval rows."""
+    """Collects one row per logged optimizer step into the run state's history."""
 
-    def __init__(self) -> None:
-        self.rows: list[dict] = []
+    def __init__(self, state: RunState | None = None) -> None:
+        self.state = state if state is not None else RunState()
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.state.history
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "train_runtime" not in logs:
             row = {"step": state.global_step}
             row.update({k: float(logs[k]) for k in HISTORY_KEYS if k in logs})
-            self.rows.append(row)
-
-    def add_eval(self, step: int, prefix: str, metrics: dict[str, float]) -> None:
-        self.rows.append({"step": step, **{f"{prefix}{k}": v for k, v in metrics.items()}})
+            self.state.history.append(row)
 
 
 class DivergenceGuard(TrainerCallback):
     """Stops the run at the first non-finite loss or runaway KL; the run is then recorded
     as `diverged` with its history up to that step."""
 
-    def __init__(self, kl_abort: float) -> None:
-        self.kl_abort = kl_abort
-        self.reason: str | None = None
+    def __init__(self, kl_abort: float, state: RunState) -> None:
+        self.kl_abort, self.state = kl_abort, state
+
+    @property
+    def reason(self) -> str | None:
+        return self.state.guard_reason
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or self.reason:
             return
         loss, kl = logs.get("loss"), logs.get("kl")
+        reason = None
         if loss is not None and not math.isfinite(loss):
-            self.reason = f"non-finite loss ({loss}) at step {state.global_step}"
+            reason = f"non-finite loss ({loss}) at step {state.global_step}"
         elif kl is not None and (not math.isfinite(kl) or kl > self.kl_abort):
-            self.reason = f"KL {kl:.3g} > guard.kl_abort={self.kl_abort} at step {state.global_step}"
-        if self.reason:
+            reason = f"KL {kl:.3g} > guard.kl_abort={self.kl_abort} at step {state.global_step}"
+        if reason:
+            self.state.guard_reason = reason
             control.should_training_stop = True
 
 
 class EvalCallback(TrainerCallback):
     """Held-out evals of the arm's policy at the start, every `every_steps`, and at the end.
     With EMA on, the policy is the averaged weights (updated after every optimizer step),
-    and the raw weights are evaluated beside them under `raw/eval/`.
+    and the raw weights are evaluated beside them under `raw/eval/`. A resumed run has its
+    start evaluation and EMA weights in its run state already.
 
-    `evaluate(model, final, step)` returns a metrics dict; `on_eval(step, prefix, metrics)`
+    `evaluate(model, step, final)` returns a metrics dict; `on_eval(step, prefix, metrics)`
     sees each one as it is made (W&B curves)."""
 
-    def __init__(self, evaluate: Callable, history: HistoryCallback, every_steps: int,
-                 ema_decay: float | None, guard: DivergenceGuard,
-                 on_eval: Callable | None = None) -> None:
-        self.evaluate, self.history, self.every = evaluate, history, every_steps
-        self.ema_decay, self.ema, self.guard, self.on_eval = ema_decay, None, guard, on_eval
-        self.evals: list[tuple[int, dict]] = []
-        self.raw_evals: list[tuple[int, dict]] = []
-        self.seconds = 0.0  # spent evaluating (the budget shows it beside training)
+    def __init__(self, evaluate: Callable, state: RunState, every_steps: int,
+                 ema_decay: float | None, on_eval: Callable | None = None) -> None:
+        self.evaluate, self.state, self.every = evaluate, state, every_steps
+        self.ema_decay, self.ema, self.on_eval = ema_decay, None, on_eval
 
-    def _add(self, step: int, prefix: str, metrics: dict, into: list) -> None:
-        into.append((step, metrics))
-        self.history.add_eval(step, prefix, metrics)
+    def _add(self, step: int, prefix: str, metrics: dict) -> None:
+        self.state.add_eval(step, prefix, metrics, raw=prefix.startswith("raw/"))
         if self.on_eval is not None:
             self.on_eval(step, prefix, metrics)
 
@@ -86,26 +89,29 @@ class EvalCallback(TrainerCallback):
         try:
             self._evaluate_all(model, step, final)
         finally:
-            self.seconds += time.perf_counter() - start
+            self.state.eval_seconds += time.perf_counter() - start
 
     def _evaluate_all(self, model, step: int, final: bool) -> None:
         if self.ema is not None:
             with self.ema.swapped_in(model):
-                self._add(step, "eval/", self.evaluate(model, final, step), self.evals)
-            self._add(step, "raw/eval/", self.evaluate(model, final, step), self.raw_evals)
+                self._add(step, "eval/", self.evaluate(model, step, final))
+            self._add(step, "raw/eval/", self.evaluate(model, step, final))
         else:
-            self._add(step, "eval/", self.evaluate(model, final, step), self.evals)
+            self._add(step, "eval/", self.evaluate(model, step, final))
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.ema_decay is not None:
-            self.ema = WeightEMA(model, self.ema_decay)
-        self._run(model, 0)
+            self.ema = WeightEMA(model, self.ema_decay, self.state.ema_shadow)
+            self.state.ema_shadow = self.ema.shadow
+        if not self.state.evals:  # a resumed run evaluated its start before the interruption
+            self._run(model, 0)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.ema is not None:
             self.ema.update(model)
         last = state.global_step >= state.max_steps
-        if self.every and state.global_step % self.every == 0 and not last and not self.guard.reason:
+        if self.every and state.global_step % self.every == 0 and not last \
+                and not self.state.guard_reason:
             self._run(model, state.global_step)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
@@ -113,8 +119,9 @@ class EvalCallback(TrainerCallback):
 
 
 class PacingCallback(TrainerCallback):
-    """Fault injection: `faults.sleep_per_step` slows each step (for concurrency tests), and
-    the `mid_training` pause point sits after step 2 (for kill-and-resume tests)."""
+    """Fault injection: `faults.sleep_per_step` slows each step (for concurrency tests); the
+    `mid_training` pause point sits after step 2, and `after_step` after every step (its
+    n-th time: step n of the process's first run), for kill-and-resume tests."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -124,3 +131,4 @@ class PacingCallback(TrainerCallback):
             time.sleep(self.seconds)
         if state.global_step == 2:
             pause_point("mid_training")
+        pause_point("after_step")

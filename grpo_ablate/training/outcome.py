@@ -9,7 +9,6 @@ import platform
 import statistics
 import subprocess
 from functools import cache
-from typing import TYPE_CHECKING
 
 from grpo_ablate import __version__
 from grpo_ablate.config import (
@@ -22,52 +21,49 @@ from grpo_ablate.config import (
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import device_label, machine, package_version
 from grpo_ablate.training.diagnostics import diagnose, length_growth
-
-if TYPE_CHECKING:  # the callbacks import transformers; this module is light (Slurm's launcher)
-    from grpo_ablate.training.callbacks import EvalCallback
+from grpo_ablate.training.run_state import RunState
 
 
 def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
-                metrics: dict | None = None, rows: list[dict] | None = None,
-                evals: EvalCallback | None = None, steps: int = 0, cost: dict | None = None,
-                counts: dict | None = None, values: dict | None = None,
-                notes: list[str] | None = None, where: dict | None = None) -> RunRecord:
-    """The run's record from what training left (nothing, for a run that failed early).
-    `where`: the machine it computed on (run_machine); None for a run that never started."""
-    cfg, rows = spec.config, rows or []
-    metrics = metrics or {}
-    cost = cost or {"completions": 0, "completion_tokens": 0}
+                metrics: dict | None = None, state: RunState | None = None, steps: int = 0,
+                values: dict | None = None, where: dict | None = None) -> RunRecord:
+    """The run's record from its run state (none, for a run that failed before training).
+    `state.cost` is the whole run's (summed over processes); `where`: the machine it
+    computed on (run_machine), None for a run that never started."""
+    cfg, state = spec.config, state if state is not None else RunState()
+    rows, metrics = state.history, metrics or {}
     gain = metrics.get("eval/accuracy_gain")
     lrs = [r["learning_rate"] for r in rows if "learning_rate" in r]
     return RunRecord(
         run_id=spec.run_id, sweep=cfg["sweep_name"], arm=spec.arm, seed=spec.seed,
         model=model_label(cfg), task=cfg["task"]["name"], status=status, error=error,
-        config=cfg, metrics=metrics, stability=stability(rows, evals),
+        config=cfg, metrics=metrics, stability=stability(rows, state),
         diagnostics=diagnose(rows, cfg["trainer"]["max_steps"], gain,
                              cfg["guard"]["min_accuracy_gain"]),
         steps=steps, wall_seconds=round(wall, 3),
-        cost={**cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
+        cost={**state.cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
               "completions_per_step": completions_per_step(cfg),
               "groups_per_step": groups_per_step(cfg)},
-        activity=trick_activity(cfg, rows, counts or {}, values or {}),
-        versions=versions(), git_sha=git_sha(), machine=where, notes=notes or [],
+        activity=trick_activity(cfg, rows, state.activity, values or {}),
+        versions=versions(), git_sha=git_sha(), machine=where, notes=list(state.notes),
+        resumed_from=list(state.resumed_from),
     )
 
 
-def final_metrics(evals: EvalCallback) -> dict[str, float]:
+def final_metrics(state: RunState) -> dict[str, float]:
     """eval/<name> of the arm's policy at the last eval (the EMA weights when EMA is on),
     the SFT start for reference, and raw/eval/<name> for the raw weights beside EMA."""
-    (_, first), (_, last) = evals.evals[0], evals.evals[-1]
+    (_, first), (_, last) = state.evals[0], state.evals[-1]
     out = {f"eval/{k}": v for k, v in last.items()}
     out.update({f"eval/start_{k}": v for k, v in first.items()
                 if k != "sampled_accuracy_train_temp"})
     out["eval/accuracy_gain"] = last["accuracy"] - first["accuracy"]
-    if evals.raw_evals:
-        out.update({f"raw/eval/{k}": v for k, v in evals.raw_evals[-1][1].items()})
+    if state.raw_evals:
+        out.update({f"raw/eval/{k}": v for k, v in state.raw_evals[-1][1].items()})
     return out
 
 
-def stability(rows: list[dict], evals: EvalCallback | None) -> dict[str, float | None]:
+def stability(rows: list[dict], state: RunState) -> dict[str, float | None]:
     """The second study's per-run stability numbers, from the history."""
 
     def series(key):
@@ -87,10 +83,10 @@ def stability(rows: list[dict], evals: EvalCallback | None) -> dict[str, float |
         "length_growth": length_growth(rows),
         "grad_norm_max": max(gn) if gn else None,
         "reward_volatility": statistics.stdev(diffs) if len(diffs) > 1 else None,
-        "checkpoint_regret": regret(evals.evals) if evals is not None else None,
+        "checkpoint_regret": regret(state.evals) if state.evals else None,
     }
-    if evals is not None and evals.raw_evals:
-        out["checkpoint_regret_raw"] = regret(evals.raw_evals)
+    if state.raw_evals:
+        out["checkpoint_regret_raw"] = regret(state.raw_evals)
     return out
 
 

@@ -11,7 +11,7 @@ import logging
 import os
 import tempfile
 import time
-from collections import Counter
+from pathlib import Path
 
 import torch
 from datasets import Dataset
@@ -23,6 +23,7 @@ from grpo_ablate.config import RunSpec, grpo_kwargs
 from grpo_ablate.models import resolve_model_path
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import RunRecord
+from grpo_ablate.runtime import say
 from grpo_ablate.tasks import get_task
 from grpo_ablate.tasks.evaluation import generation_backend, policy_rewards
 from grpo_ablate.training.callbacks import (
@@ -32,7 +33,15 @@ from grpo_ablate.training.callbacks import (
     HistoryCallback,
     PacingCallback,
 )
+from grpo_ablate.training.checkpoint import (
+    PREFIX,
+    CheckpointSchedule,
+    RunCheckpoints,
+    resume_lines,
+    run_checkpoints,
+)
 from grpo_ablate.training.outcome import final_metrics, make_record, run_machine
+from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
 from grpo_ablate.training.tricks import (
     SoftOverlongReward,
@@ -68,23 +77,28 @@ def make_reward_function(task, faults: dict, cost: dict):
 
 
 def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: str,
-                  callbacks: list, cost: dict, wandb_run=None):
+                  callbacks: list, state: RunState | None = None, wandb_run=None,
+                  checkpoints=None):
+    """The run's AblationGRPOTrainer, writing into `state` (a fresh RunState if None)."""
     cfg = spec.config
+    state = state if state is not None else RunState()
     kwargs = grpo_kwargs(cfg, output_dir)
     if wandb_run is not None:
         callbacks = [*callbacks, WandbHistoryCallback(wandb_run, HISTORY_KEYS)]
-    activity: Counter = Counter()
-    rewards = [make_reward_function(task, cfg["faults"], cost)]
+    if checkpoints is not None:
+        callbacks = [*callbacks, checkpoints[1]]
+    rewards = [make_reward_function(task, cfg["faults"], state.cost)]
     soft = cfg["hooks"].get("soft_overlong")
     if soft is not None:  # TRL's function as a second reward, at its weight
         rewards.append(SoftOverlongReward(cfg["trainer"]["max_completion_length"],
-                                          soft["cache_fraction"], activity))
+                                          soft["cache_fraction"], state.activity))
         kwargs["reward_weights"] = [1.0, soft["weight"]]
     pause_point("model_load")
     return AblationGRPOTrainer(
         model=model_path,  # a path: TRL builds the frozen reference from the same checkpoint
         reward_funcs=rewards,
-        activity=activity,
+        run_state=state,
+        checkpoints=checkpoints,
         args=GRPOConfig(**kwargs),
         train_dataset=Dataset.from_list(task.train_rows()),
         processing_class=tokenizer,
@@ -114,82 +128,131 @@ def process_rank() -> int:
 
 
 def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, list[dict]]:
-    """Train and evaluate one run. A run that raises is recorded as failed, unless
-    `raise_errors` (one process of several: the launcher ends the others, and the launching
-    process records the failure)."""
+    """Train and evaluate one run, from its newest checkpoint when an earlier attempt left
+    one. A run that raises is recorded as failed, unless `raise_errors` (one process of
+    several: the launcher ends the others, and the launching process records the failure)."""
     cfg = spec.config
     start = time.perf_counter()
-    history = HistoryCallback()
-    guard = DivergenceGuard(cfg["guard"]["kl_abort"])
-    cost = {"completions": 0, "completion_tokens": 0}
-    status, error, evals, trainer = "completed", None, None, None
-    steps, notes = 0, []
-    # One W&B run per run: the first process's.
-    wandb_run = start_run(cfg, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir)) \
-        if process_rank() == 0 else None
+    checkpoints = run_checkpoints(spec)
+    resume, state = resume_point(spec, checkpoints)
+    status, error, trainer = "completed", None, None
+    # One W&B run per run: the first process's (continued under its id when resumed).
+    wandb_run = start_run(cfg, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir),
+                          state.wandb_run_id) if process_rank() == 0 else None
+    if wandb_run is not None:
+        state.wandb_run_id = wandb_run.id
     try:
         task = get_task(cfg["task"])
         model_path = resolve_model_path(cfg, task)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         task.use_tokenizer(tokenizer)
-        tr, ev = cfg["trainer"], cfg["eval"]
-        start_cache = start_eval_cache(cfg, model_path)
-
-        def evaluate(model, final: bool, step: int) -> dict[str, float]:
-            if step == 0 and not final and start_cache is not None:  # the SFT policy, once
-                metrics, origin = start_cache.get_or_compute(lambda: evaluate(model, False, -1))
-                if origin and not any(n.startswith("start-of-run") for n in notes):
-                    notes.append(f"start-of-run evaluation reused from {origin}")
-                return dict(metrics)
-            # Every arm is judged at one temperature; an arm that trains at another also gets
-            # its own temperature's sampled accuracy, under a separate name, at the end. The
-            # evaluations between start and end serve the curves and checkpoint regret of the
-            # primary metric: greedy only (sampling is four fifths of an evaluation's cost).
-            between = 0 < step and not final
-            out = task.evaluate(model, tokenizer, tr["max_completion_length"], ev["temperature"],
-                                0 if between else ev["sampled_k"], seed=cfg["seed"])
-            if final and tr["temperature"] != ev["temperature"]:
-                own = task.evaluate(model, tokenizer, tr["max_completion_length"],
-                                    tr["temperature"], ev["sampled_k"], seed=cfg["seed"])
-                out["sampled_accuracy_train_temp"] = own["sampled_accuracy"]
-            return out
-
+        evaluate = Evaluator(cfg, task, tokenizer, state, start_eval_cache(cfg, model_path))
         ema = cfg["hooks"].get("ema")
-        evals = EvalCallback(evaluate, history, ev["every_steps"], ema["decay"] if ema else None,
-                             guard, on_eval=lambda *a: log_eval(wandb_run, *a))
-        callbacks = [history, guard, evals, PacingCallback(cfg["faults"]["sleep_per_step"])]
+        evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"],
+                             ema["decay"] if ema else None,
+                             on_eval=lambda *a: log_eval(wandb_run, *a))
+        callbacks = [HistoryCallback(state), DivergenceGuard(cfg["guard"]["kl_abort"], state),
+                     evals, PacingCallback(cfg["faults"]["sleep_per_step"])]
+        schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"])
+        saving = (checkpoints, schedule) if schedule.enabled else None
+        checkpoints.clean_incoming()
         with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
-            trainer = build_trainer(spec, model_path, tokenizer, task, tmp, callbacks, cost,
-                                    wandb_run)
+            out = str(checkpoints.incoming) if saving else tmp
+            trainer = build_trainer(spec, model_path, tokenizer, task, out, callbacks, state,
+                                    wandb_run, saving)
             trainer.remove_callback(PrinterCallback)  # the sweep shows its own progress
             # With vLLM on, held-out evaluations generate on the same engine as training.
-            with generation_backend(trainer.vllm_texts if tr["use_vllm"] else None):
+            with generation_backend(trainer.vllm_texts if cfg["trainer"]["use_vllm"] else None):
                 trainer.ablation_hooks = shaping_hooks(cfg, trainer.model, tokenizer, task)
-                trainer.train()
-            steps = trainer.state.global_step
-            cost = sum_over_processes(cost)  # each process counted its own completions
-        notes += task.notes()
-        cost["eval_seconds"] = round(evals.seconds, 3)
-        cost["generation_seconds"] = round(trainer.generation_seconds, 3)
-        if torch.cuda.is_available():  # what `grpo-ablate plan` prints beside the device's
-            cost["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-        if guard.reason:
-            status, error = "diverged", guard.reason
+                trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        if process_rank() == 0:
+            checkpoints.clean_incoming()  # TRL's model card, and any save that failed
+        state.notes += task.notes()
+        if state.guard_reason:
+            status, error = "diverged", state.guard_reason
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
         if raise_errors:
             finish_run(wandb_run, {}, "failed")
             raise
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         log.warning("run %s (%s seed %s) failed: %s", spec.run_id, spec.arm, spec.seed, error)
-    wall = time.perf_counter() - start
-    metrics = final_metrics(evals) if evals is not None and evals.evals and status != "failed" \
-        else {}
-    record = make_record(spec, status, error, wall, metrics, history.rows, evals, steps, cost,
-                         trainer.activity if trainer is not None else {},
-                         shaping_values(trainer.ablation_hooks) if trainer is not None else {},
-                         notes=notes, where=run_machine(cfg))
-    finish_run(wandb_run, metrics, status)
-    return record, history.rows
+    record = finish_record(spec, state, trainer, status, error, time.perf_counter() - start)
+    finish_run(wandb_run, record.metrics, status)
+    return record, state.history
+
+
+def resume_point(spec: RunSpec, checkpoints: RunCheckpoints) -> tuple[Path | None, RunState]:
+    """The checkpoint an earlier attempt of this run left (None: from step 0), and the run
+    state to continue: that checkpoint's, or a fresh one. A refused checkpoint is one line
+    and a note; it is not loaded."""
+    path, refused = checkpoints.latest()
+    state = RunState()
+    if path is not None:
+        state = checkpoints.load_state(path, process_rank())
+        state.resumed_from.append(int(path.name.removeprefix(PREFIX)))
+    lines = resume_lines(spec, path, refused)
+    if refused:
+        state.notes.append(lines[-1])
+    if process_rank() == 0:  # a multi-process run's launcher said them (announce_resume)
+        for line in lines:
+            say(line)
+    return path, state
+
+
+def finish_record(spec: RunSpec, state: RunState, trainer, status: str, error: str | None,
+                  wall: float) -> RunRecord:
+    """The record from the run state; the counts every process made are summed first."""
+    cfg = spec.config
+    if trainer is not None and status != "failed":
+        state.cost = sum_over_processes(state.cost)  # each process counted its own completions
+        state.cost["eval_seconds"] = round(state.eval_seconds, 3)
+        state.cost["generation_seconds"] = round(state.generation_seconds, 3)
+        if torch.cuda.is_available():  # what `grpo-ablate plan` prints beside the device's
+            state.cost["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    if state.resumed_from:
+        steps = ", ".join(map(str, state.resumed_from))
+        state.notes.append(f"interrupted {len(state.resumed_from)} time(s); resumed from the "
+                           f"checkpoint at step(s) {steps}")
+    metrics = final_metrics(state) if state.evals and status != "failed" else {}
+    return make_record(spec, status, error, wall, metrics, state,
+                       steps=trainer.state.global_step if trainer is not None else 0,
+                       values=shaping_values(trainer.ablation_hooks) if trainer else {},
+                       where=run_machine(cfg))
+
+
+class Evaluator:
+    """One held-out evaluation of the policy now in the model: `(model, step, final)`.
+
+    Every arm is judged at one temperature; an arm that trains at another also gets its own
+    temperature's sampled accuracy, under a separate name, at the end. The evaluations
+    between start and end serve the curves and checkpoint regret of the primary metric:
+    greedy only (sampling is four fifths of an evaluation's cost). The start (the SFT
+    policy) is shared between runs through the start-of-run cache where it can be."""
+
+    def __init__(self, cfg: dict, task, tokenizer, state: RunState,
+                 start_cache: StartEvalCache | None) -> None:
+        self.cfg, self.task, self.tokenizer, self.state = cfg, task, tokenizer, state
+        self.start_cache = start_cache
+
+    def __call__(self, model, step: int, final: bool) -> dict[str, float]:
+        if step == 0 and not final and self.start_cache is not None:
+            metrics, origin = self.start_cache.get_or_compute(lambda: self.measure(model, 0, False))
+            if origin and not any(n.startswith("start-of-run") for n in self.state.notes):
+                self.state.notes.append(f"start-of-run evaluation reused from {origin}")
+            return dict(metrics)
+        return self.measure(model, step, final)
+
+    def measure(self, model, step: int, final: bool) -> dict[str, float]:
+        tr, ev = self.cfg["trainer"], self.cfg["eval"]
+        between = 0 < step and not final
+        out = self.task.evaluate(model, self.tokenizer, tr["max_completion_length"],
+                                 ev["temperature"], 0 if between else ev["sampled_k"],
+                                 seed=self.cfg["seed"])
+        if final and tr["temperature"] != ev["temperature"]:
+            own = self.task.evaluate(model, self.tokenizer, tr["max_completion_length"],
+                                     tr["temperature"], ev["sampled_k"], seed=self.cfg["seed"])
+            out["sampled_accuracy_train_temp"] = own["sampled_accuracy"]
+        return out
 
 
 def start_eval_cache(cfg: dict, model_path: str) -> StartEvalCache | None:

@@ -18,14 +18,18 @@ TRL behaviour relied on (checked by tests/test_trl_hooks.py):
 from __future__ import annotations
 
 import inspect
+import logging
 import time
-from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import gather
+from accelerate.utils import broadcast_object_list, gather
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
+from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.tricks import (
     filter_active,
     global_adv_norm_share,
@@ -36,12 +40,21 @@ from grpo_ablate.training.tricks import (
     valid_groups,
 )
 
+log = logging.getLogger(__name__)
 TESTED_TRL = (1, 16)
 # The private methods overridden below, with the parameters this module relies on.
 HOOKED = {
     "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
     "_generate_and_score_completions": ["self", "inputs"],
+    "_get_train_sampler": ["self", "dataset"],
+    "_save_checkpoint": ["self", "model", "trial"],
+    "_run_epoch": ["self", "model", "epoch", "train_dataloader", "steps_in_epoch",
+                   "num_update_steps_per_epoch", "trial", "ignore_keys_for_eval", "start_time",
+                   "resume_from_checkpoint", "epochs_trained", "steps_trained_in_current_epoch"],
 }
+# TRL seeds its colocated vLLM engine with the process index alone (TRL PR #7040); the
+# engine is given a seed of the run's instead (seeded_vllm_engine).
+VLLM_SEED_SOURCE = "seed=accelerator.process_index // self.tensor_parallel_size"
 # What the held-out evaluation sets on TRL's vLLM engine (trl.generation.VLLMGeneration) for
 # its own sampling, and puts back after.
 VLLM_SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty",
@@ -49,6 +62,15 @@ VLLM_SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty",
 # Loss types that average per sequence over the batch: a filtered-out sequence would still
 # count in that average, so the loss is rescaled to average over the kept ones.
 PER_SEQUENCE_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")
+
+
+def gather_errors(trainer: GRPOTrainer, error: str | None) -> list[str | None]:
+    """Every process's error (or None) from a step they all take."""
+    if trainer.accelerator.num_processes == 1:
+        return [error]
+    from accelerate.utils import gather_object
+
+    return gather_object([error])
 
 
 def check_trl_compat() -> None:
@@ -62,6 +84,12 @@ def check_trl_compat() -> None:
             or "_last_loaded_step" not in inspect.getsource(GRPOTrainer._generate_single_turn):
         raise RuntimeError(f"trl's VLLMGeneration or its weight sync changed ({moved or 'generate'})"
                            ": re-check AblationGRPOTrainer.vllm_texts in grpo_ablate/training/trl_hooks.py")
+    from trl.generation.vllm_generation import VLLMGeneration as Engine
+
+    if VLLM_SEED_SOURCE not in inspect.getsource(Engine._init_vllm) \
+            or "self.generator" not in inspect.getsource(RepeatSampler.__iter__):
+        raise RuntimeError("trl's vLLM engine seed or RepeatSampler's shuffle changed: re-check "
+                           "seeded_vllm_engine and EpochSeededSampler in grpo_ablate/training/trl_hooks.py")
     for name, params in HOOKED.items():
         method = getattr(GRPOTrainer, name, None)
         if method is None:
@@ -99,6 +127,50 @@ def merge_groups(outs: list[dict], kept: list[tuple[int, int]], group: int,
     return merged
 
 
+def vllm_engine_seed(run_seed: int, tp_group: int) -> int:
+    """The colocated vLLM engine's seed: the run's seed and the process's tensor-parallel
+    group (one stream per group: the processes of a group must sample alike, and groups
+    sample the same prompt's completions, so they must not)."""
+    return (run_seed * 1_000_003 + tp_group) % 2**31
+
+
+@contextmanager
+def seeded_vllm_engine(run_seed: int):
+    """While TRL builds its colocated vLLM engine, `LLM(seed=...)` gets vllm_engine_seed in
+    place of TRL's process index. Not a per-request seed: colocate mode sends each prompt
+    num_generations times with n=1, so a fixed one would make a group's completions equal."""
+    import trl.generation.vllm_generation as engine_module
+
+    original = getattr(engine_module, "LLM", None)
+    if original is None:  # vLLM is not installed: TRL refuses use_vllm itself
+        yield
+        return
+
+    def llm(*args: Any, seed: int = 0, **kwargs: Any):
+        return original(*args, seed=vllm_engine_seed(run_seed, seed), **kwargs)
+
+    engine_module.LLM = llm
+    try:
+        yield
+    finally:
+        engine_module.LLM = original
+
+
+class EpochSeededSampler(RepeatSampler):
+    """TRL's RepeatSampler, whose order in epoch e is the one its persistent generator gives
+    at its e-th pass (the same permutations), computed from the seed and e: a run resumed in
+    epoch e shuffles as the uninterrupted run did. The trainer sets `epoch` (_run_epoch)."""
+
+    epoch = 0
+
+    def __iter__(self):
+        if self.shuffle and self.seed is not None:
+            self.generator = torch.Generator().manual_seed(self.seed)
+            for _ in range(self.epoch):
+                torch.randperm(self.num_samples, generator=self.generator)
+        return super().__iter__()
+
+
 class AblationGRPOTrainer(GRPOTrainer):
     """GRPOTrainer + reward clip, length penalty, low-reward filter, global advantage norm.
 
@@ -106,16 +178,73 @@ class AblationGRPOTrainer(GRPOTrainer):
     advantages the length penalty changed, samples dropped), for the record."""
 
     def __init__(self, *args: Any, hooks: dict | None = None, faults: dict | None = None,
-                 activity: Counter | None = None, **kwargs: Any) -> None:
+                 run_state: RunState | None = None, checkpoints=None, **kwargs: Any) -> None:
+        """`run_state`: where the activity and generation time are counted (shared with the
+        callbacks and the tricks that count outside this class); `checkpoints`: the run's
+        RunCheckpoints and CheckpointSchedule, or None (no mid-run checkpoints)."""
         check_trl_compat()
         self.ablation_hooks = hooks or {}
         self.faults = faults or {}
-        # Shared with the tricks that count outside this class (the soft overlong reward).
-        self.activity: Counter = activity if activity is not None else Counter()
+        self.run_state = run_state if run_state is not None else RunState()
+        self.activity = self.run_state.activity
+        self.run_checkpoints, self.checkpoint_schedule = checkpoints or (None, None)
         self._shaped_rewards: torch.Tensor | None = None
         self._filter_keep: torch.Tensor | None = None
-        self.generation_seconds = 0.0
-        super().__init__(*args, **kwargs)
+        self._train_sampler: EpochSeededSampler | None = None
+        args_ = kwargs.get("args")
+        seed = args_.seed if args_ is not None else 42
+        with seeded_vllm_engine(seed):
+            super().__init__(*args, **kwargs)
+        if self.checkpoint_schedule is not None:
+            self.checkpoint_schedule.agree = self.first_process_decides
+
+    @property
+    def generation_seconds(self) -> float:
+        return self.run_state.generation_seconds
+
+    def first_process_decides(self, flag: bool) -> bool:
+        if self.accelerator.num_processes == 1:
+            return flag
+        return bool(broadcast_object_list([flag], from_process=0)[0])
+
+    # -- the data order: a pure function of the seed and the epoch (resumable) ------------
+    def _get_train_sampler(self, dataset=None):
+        sampler = super()._get_train_sampler(dataset)
+        if type(sampler) is RepeatSampler:
+            sampler.__class__ = EpochSeededSampler  # same fields; only the pass differs
+            self._train_sampler = sampler
+        return sampler
+
+    def _run_epoch(self, *args: Any, **kwargs: Any):
+        if self._train_sampler is not None:
+            self._train_sampler.epoch = kwargs["epoch"]
+        return super()._run_epoch(*args, **kwargs)
+
+    # -- mid-run checkpoints: whole or absent (training/checkpoint.py) --------------------
+    def _save_checkpoint(self, model, trial) -> None:
+        """The Trainer's checkpoint into the incoming folder, each process's run state beside
+        it, then committed whole by the first process. A save that fails (a full disk) is a
+        warning on every process, and the run goes on."""
+        if self.run_checkpoints is None:
+            return super()._save_checkpoint(model, trial)
+        start = time.perf_counter()
+        step = self.state.global_step
+        folder = Path(self.args.output_dir) / f"checkpoint-{step}"
+        error = None
+        try:
+            super()._save_checkpoint(model, trial)
+            self.run_checkpoints.write_rank_state(folder, self.accelerator.process_index,
+                                                  self.run_state)
+        except Exception as exc:  # noqa: BLE001 - a checkpoint never stops a run
+            error = f"{type(exc).__name__}: {exc}"
+        errors = [e for e in gather_errors(self, error) if e]
+        if self.accelerator.is_main_process:
+            if errors:
+                self.run_checkpoints.discard(folder, errors[0])
+            else:
+                self.run_checkpoints.commit(folder, step, time.perf_counter() - start)
+        self.accelerator.wait_for_everyone()
+        self.checkpoint_schedule.saved(step, time.perf_counter() - start)
 
     def _filter_window(self) -> dict | None:
         window = self.ablation_hooks.get("filter_low_reward")
@@ -178,7 +307,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         if hooks.get("dynamic_sampling") and mode == "train":
             out = self._dynamic_sampling(inputs, out, hooks["dynamic_sampling"]["max_rounds"])
-        self.generation_seconds += time.perf_counter() - start  # generation and its rewards
+        self.run_state.generation_seconds += time.perf_counter() - start  # and its rewards
         n = out["completion_mask"].size(0)
         local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
         if hooks.get("global_adv_norm"):

@@ -22,7 +22,10 @@ log = logging.getLogger(__name__)
 STEP = "train/global_step"
 
 
-def start_run(config: dict, arm: str, seed: int, run_id: str, sweep_dir: str):
+def start_run(config: dict, arm: str, seed: int, run_id: str, sweep_dir: str,
+              wandb_id: str | None = None):
+    """The run's W&B run, or None. `wandb_id`: the id a resumed run's checkpoint holds (its
+    curves continue there even when the sweep folder has moved since)."""
     lg = config["logger"]
     if lg["backend"] != "wandb" or lg["mode"] == "disabled":
         return None
@@ -33,10 +36,11 @@ def start_run(config: dict, arm: str, seed: int, run_id: str, sweep_dir: str):
         # must not inherit the previous job's run.
         run = wandb.init(
             project=lg["project"], entity=lg["entity"], group=config["sweep_name"],
-            job_type=arm, name=f"{arm}-seed{seed}", id=wandb_run_id(run_id, sweep_dir),
+            job_type=arm, name=f"{arm}-seed{seed}", id=wandb_id or wandb_run_id(run_id, sweep_dir),
             config={**config, "run_id": run_id},
             tags=[arm, model_label(config), config["task"]["name"]],
             mode=lg["mode"], dir=lg["dir"] or sweep_dir, reinit="finish_previous",
+            resume="allow",  # a run resumed from its checkpoint continues its curves
             settings=wandb.Settings(silent=True, init_timeout=60, console="off"),
         )
         run.define_metric(STEP)

@@ -9,11 +9,15 @@ import torch
 
 
 class WeightEMA:
-    def __init__(self, model: torch.nn.Module, decay: float) -> None:
+    def __init__(self, model: torch.nn.Module, decay: float,
+                 shadow: dict[str, torch.Tensor] | None = None) -> None:
+        """`shadow`: averaged weights to continue from (a resumed run's); else the model's."""
         self.decay = decay
         # The trainable weights only: with a LoRA adapter the frozen base never moves, and
         # a shadow of it would hold a second copy of the model for nothing.
-        self.shadow = {n: p.detach().float().clone() for n, p in trainable(model)}
+        self.shadow = {n: p.detach().float().clone() if shadow is None
+                       else shadow[n].to(device=p.device, dtype=torch.float32)
+                       for n, p in trainable(model)}
 
     @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:

@@ -1,0 +1,368 @@
+"""Mid-run checkpoints and resume: a run SIGKILLed at a pause point or at a random moment,
+then re-run with the same command, ends with the record of a run never interrupted (every
+metric bit for bit, the same history, activity and cost counts; wall times and the notes
+about the interruption aside). A checkpoint is whole or absent, a foreign or damaged one is
+never loaded, a save that fails is a warning, and every random stream is the run's seed."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from grpo_ablate.training.checkpoint import MANIFEST, CheckpointSchedule, RunCheckpoints, identity
+from grpo_ablate.training.run_state import RunState
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+for var in ("GRPO_ABLATE_PAUSE_AT", "GRPO_ABLATE_PAUSE_MARKER"):
+    ENV.pop(var, None)
+STEPS = ["trainer.max_steps=8", "eval.every_steps=3", "checkpoint.every_steps=1", "run_cache=null"]
+# What an interruption may change in a record: wall times, and the lines that say it happened.
+UNEQUAL = ("wall_seconds", "checksum", "notes", "resumed_from", "sweep")
+
+
+# ---------------------------------------------------------------------------- quick: the parts
+def trainer_section(spg: int = 1, iterations: int = 1, accumulation: int = 1) -> dict:
+    return {"steps_per_generation": spg, "num_iterations": iterations,
+            "gradient_accumulation_steps": accumulation}
+
+
+SETTINGS = {"every_steps": None, "every_minutes": None, "max_overhead": 0.03, "keep_last": 1,
+            "keep": False}
+
+
+def test_saves_only_at_generation_boundaries_and_never_after_the_last_step():
+    sched = CheckpointSchedule({**SETTINGS, "every_steps": 3}, trainer_section(spg=2, iterations=2,
+                                                                            accumulation=2))
+    # One generation feeds steps_per_generation x num_iterations = 4 micro-steps: 2 optimizer steps.
+    assert [s for s in range(1, 9) if sched.at_boundary(s)] == [2, 4, 6, 8]
+
+    def saves(max_steps: int) -> list[int]:
+        sched.last_step, out = 0, []
+        for step in range(1, max_steps + 1):
+            control = SimpleNamespace(should_save=False, should_training_stop=False)
+            sched.on_step_end(None, SimpleNamespace(global_step=step, max_steps=max_steps), control)
+            if control.should_save:
+                out.append(step)
+                sched.saved(step, 0.0)
+        return out
+
+    assert saves(12) == [4, 8]  # the first boundary at or after every 3 steps; not at 12 (the end)
+
+
+def test_a_time_based_save_waits_until_saving_costs_at_most_its_share():
+    sched = CheckpointSchedule({**SETTINGS, "every_minutes": 1.0}, trainer_section())
+    sched.began = sched.last_time = 0.0
+    assert not sched.due(5, 59.0) and sched.due(5, 60.0)
+    sched.last_time, sched.last_seconds, sched.saved_seconds = 60.0, 6.0, 6.0  # a 6 s save
+    # The next one waits until 6 + 6 s are at most 3% of the time since training began.
+    assert not sched.due(5, 120.0) and not sched.due(5, 399.0) and sched.due(5, 400.0)
+    off = CheckpointSchedule(SETTINGS, trainer_section())
+    assert not off.enabled
+
+
+def fake_checkpoint(root: Path, step: int, ident: dict) -> Path:
+    folder = root / "checkpoints" / ".incoming" / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(os.urandom(1000))
+    state = RunState(history=[{"step": step, "loss": 0.5}], notes=["kept"])
+    state.activity["clip_changed"] = step
+    RunCheckpoints.write_rank_state(folder, 0, state)
+    return RunCheckpoints(root, ident, keep_last=2).commit(folder, step, 0.01)
+
+
+def test_the_newest_whole_checkpoint_of_this_run_is_the_one_resumed(tmp_path):
+    ident = identity("abc", 1)
+    for step in (2, 4, 6):
+        fake_checkpoint(tmp_path, step, ident)
+    ckpts = RunCheckpoints(tmp_path, ident, keep_last=2)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-4", "step-6"]
+    path, refused = ckpts.latest()
+    assert path.name == "step-6" and refused is None
+    state = ckpts.load_state(path, 0)
+    assert state.history == [{"step": 6, "loss": 0.5}] and state.activity["clip_changed"] == 6
+
+    # Damaged: a truncated file, then a manifest edited by hand. Each is refused, not loaded.
+    (path / "model.safetensors").write_bytes(b"short")
+    path, refused = ckpts.latest()
+    assert path.name == "step-4" and "model.safetensors missing or truncated" in refused
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["step"] = 40
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    path, refused = ckpts.latest()
+    assert path is None and "refused" in refused
+
+
+@pytest.mark.parametrize("field,other", [("run_id", "another-run"), ("processes", 2),
+                                         ("versions", {"trl": "0.0.1"})])
+def test_a_checkpoint_of_another_run_or_version_is_refused(tmp_path, field, other):
+    fake_checkpoint(tmp_path, 3, {**identity("abc", 1), field: other})
+    path, refused = RunCheckpoints(tmp_path, identity("abc", 1), keep_last=1).latest()
+    assert path is None and refused.startswith("checkpoint step-3 refused (" + field)
+
+
+def test_epoch_seeded_sampler_gives_the_persistent_generators_orders():
+    from trl.trainer.utils import RepeatSampler
+
+    from grpo_ablate.training.trl_hooks import EpochSeededSampler
+
+    plain = RepeatSampler(list(range(23)), mini_repeat_count=2, batch_size=4, repeat_count=2, seed=7)
+    orders = [list(plain) for _ in range(4)]  # one pass per epoch, one generator throughout
+    assert len({tuple(o) for o in orders}) == 4
+    for epoch in (3, 0, 2, 1):  # any epoch, in any order: a resumed run starts at its own
+        ours = RepeatSampler(list(range(23)), mini_repeat_count=2, batch_size=4, repeat_count=2,
+                             seed=7)
+        ours.__class__ = EpochSeededSampler
+        ours.epoch = epoch
+        assert list(ours) == orders[epoch]
+
+
+def test_the_colocated_vllm_engine_is_seeded_by_the_run(monkeypatch):
+    """Through TRL's own VLLMGeneration, with a stand-in for vLLM's LLM (vLLM needs a CUDA
+    device): TRL passes the process index; the engine gets the run's seed and the process's
+    tensor-parallel group instead. tests/test_gpu.py runs the real engine."""
+    import trl.generation.vllm_generation as vg
+
+    from grpo_ablate.training.trl_hooks import seeded_vllm_engine, vllm_engine_seed
+
+    built = []
+
+    class StandInLLM:
+        def __init__(self, **kwargs):
+            built.append(kwargs["seed"])
+
+    monkeypatch.setattr(vg, "LLM", StandInLLM, raising=False)
+    monkeypatch.setattr(vg, "is_vllm_available", lambda: True)
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.setenv(var, os.environ.get(var, "0"))
+
+    def engine(run_seed, rank):
+        accel = SimpleNamespace(process_index=rank, local_process_index=rank, num_processes=4,
+                                state=SimpleNamespace(deepspeed_plugin=None),
+                                wait_for_everyone=lambda: None)
+        model = torch.nn.Linear(2, 2)
+        model.name_or_path = "stand-in"
+        with seeded_vllm_engine(run_seed):
+            vg.VLLMGeneration(model=model, accelerator=accel, processing_class=None,
+                              mode="colocate")
+        return built[-1]
+
+    seeds = {(s, r): engine(s, r) for s in (0, 1, 2) for r in (0, 1)}
+    assert len(set(seeds.values())) == 6  # every seed and process its own stream
+    assert seeds[1, 0] == vllm_engine_seed(1, 0)
+    # With tensor parallelism TRL passes the group's index (process_index // tp): one stream
+    # per group, as its processes must sample alike.
+    with seeded_vllm_engine(5):
+        vg.LLM(seed=1)
+    assert built[-1] == vllm_engine_seed(5, 1) != vllm_engine_seed(5, 0)
+    vg.LLM(seed=3)  # outside the context TRL's LLM is as it was
+    assert built[-1] == 3
+
+
+# ---------------------------------------------------------------------------- slow: kill, resume
+def run_process(out: Path, *overrides: str, pause: str | None = None,
+                marker: Path | None = None) -> subprocess.Popen:
+    env = dict(ENV)
+    if pause:
+        env.update(GRPO_ABLATE_PAUSE_AT=pause, GRPO_ABLATE_PAUSE_MARKER=str(marker))
+    return subprocess.Popen([sys.executable, "-m", "grpo_ablate.cli", "run", f"out_root={out}",
+                             *STEPS, *overrides], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the run and every process it started (a node failure)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def kill_at(out: Path, overrides: tuple, pause: str, tmp: Path) -> None:
+    marker = tmp / f"marker-{pause}"
+    proc = run_process(out, *overrides, pause=pause, marker=marker)
+    deadline = time.time() + 300
+    while not marker.exists():
+        assert proc.poll() is None, f"the run ended before {pause}: {proc.stderr.read()[-2000:]}"
+        assert time.time() < deadline
+        time.sleep(0.1)
+    kill_group(proc)
+
+
+def finish(out: Path, overrides: tuple) -> str:
+    proc = run_process(out, *overrides)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return err
+
+
+def the_run(out: Path) -> tuple[dict, str, Path]:
+    (path,) = out.glob("*/runs/*/record.json")
+    record = json.loads(path.read_text())
+    for key in UNEQUAL:
+        record.pop(key)
+    for key in ("eval_seconds", "generation_seconds"):
+        record["cost"].pop(key)
+    for key in ("sweep_name", "sweep_dir", "out_root"):
+        record["config"].pop(key)
+    record["config"]["faults"].pop("sleep_per_step")
+    return record, (path.parent / "history.jsonl").read_text(), path.parent
+
+
+def resumed_equals_uninterrupted(tmp: Path, overrides: tuple, kills) -> tuple[dict, str]:
+    reference, interrupted = tmp / "reference", tmp / "interrupted"
+    finish(reference, overrides)
+    for kill in kills:
+        kill(interrupted, overrides)
+    err = finish(interrupted, overrides)
+    (ref, ref_history, _), (got, history, run_dir) = the_run(reference), the_run(interrupted)
+    assert got == ref
+    assert history == ref_history
+    assert {p.name for p in run_dir.iterdir()} == {"record.json", "history.jsonl"}  # dropped
+    return json.loads((run_dir / "record.json").read_text()), err
+
+
+CASES = {
+    # arm, pause point (its n-th time is step n), the step the resumed run starts from
+    "baseline, killed inside its 3rd save, on W&B": (("logger=wandb",), "checkpoint_write:3", 2),
+    "ema (its averaged weights restored)": (("trick=ema",), "after_step:5", 4),
+    "filter_low_reward_early, inside its window": (("trick=filter_low_reward_early",
+                                                    "trainer.max_steps=10"), "after_step:2", 1),
+    "filter_low_reward_early, after its window": (("trick=filter_low_reward_early",
+                                                   "trainer.max_steps=10"), "after_step:5", 4),
+    "reuse_2x_clip (a generation feeds 2 steps)": (("trick=reuse_2x_clip",), "after_step:5", 4),
+    "lr_cosine (the scheduler's state)": (("trick=lr_cosine",), "after_step:4", 3),
+    "two processes": (("launch.processes=2", "trainer.max_steps=6"), "after_step:4", 3),
+    # 200 training prompts, 4 a step: epoch 1 starts at step 51 (its own shuffle of them)
+    "in a later epoch": (("trainer.max_steps=56", "eval.every_steps=0"), "after_step:54", 53),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_run_killed_at_a_pause_point_resumes_to_the_uninterrupted_record(tmp_path, tiny_policy,
+                                                                          case):
+    overrides, pause, resumed_at = CASES[case]
+    record, err = resumed_equals_uninterrupted(
+        tmp_path, overrides, [lambda out, o: kill_at(out, o, pause, tmp_path)])
+    assert record["resumed_from"] == [resumed_at]
+    assert f"from its checkpoint at step {resumed_at}" in err
+    assert any("interrupted 1 time(s)" in n for n in record["notes"])
+    if "logger=wandb" in overrides:  # the resumed process continues the W&B run: one id
+        runs = sorted((tmp_path / "interrupted").glob("*/wandb/offline-run-*"))
+        assert len(runs) == 2 and len({p.name.split("-", 3)[3] for p in runs}) == 1, runs
+
+
+@pytest.mark.slow
+def test_a_run_killed_twice_at_random_moments_resumes_to_the_uninterrupted_record(tmp_path,
+                                                                                 tiny_policy):
+    rng = random.Random()  # a different moment each time the suite runs; printed on failure
+    delays = []
+
+    def kill_randomly(out: Path, overrides: tuple) -> None:
+        proc = run_process(out, *overrides)
+        deadline = time.time() + 300
+        while not list(out.glob("*/runs/*/checkpoints/step-*")) and proc.poll() is None:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        delays.append(round(rng.uniform(0.0, 2.0), 2))
+        time.sleep(delays[-1])
+        kill_group(proc)
+
+    overrides = ("trick=lr_cosine", "faults.sleep_per_step=0.3", "trainer.max_steps=10")
+    record, _ = resumed_equals_uninterrupted(tmp_path, overrides, [kill_randomly] * 2)
+    assert len(record["resumed_from"]) <= 2, delays
+    assert record["resumed_from"] == sorted(record["resumed_from"]), delays
+
+
+@pytest.mark.slow
+def test_a_checkpoint_that_cannot_be_written_is_a_warning_and_the_run_goes_on(tmp_path,
+                                                                            tiny_policy):
+    """A real write failure: the process may not write files over 1 MiB (RLIMIT_FSIZE), so
+    every save fails on the model's 3.8 MiB; the record and history (small) are written."""
+    finish(tmp_path / "reference", ())
+    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20)); "
+            "from grpo_ablate.cli import main; sys.exit(main(sys.argv[1:]))")
+    res = subprocess.run([sys.executable, "-c", code, "run", f"out_root={tmp_path / 'full'}",
+                          *STEPS, "checkpoint.keep=true"], env=ENV, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "checkpoint not written" in res.stderr
+    (ref, ref_history, _), (got, history, run_dir) = the_run(tmp_path / "reference"), \
+        the_run(tmp_path / "full")
+    got["config"]["checkpoint"]["keep"] = False
+    assert got == ref and history == ref_history
+    assert not list((run_dir / "checkpoints").glob("step-*"))  # none broken, none kept
+
+
+@pytest.mark.slow
+def test_a_foreign_checkpoint_is_refused_and_the_run_starts_over(tmp_path, tiny_policy):
+    out = tmp_path / "run"
+    kill_at(out, (), "after_step:4", tmp_path)
+    (ckpt,) = out.glob("*/runs/*/checkpoints/step-3")
+    manifest = json.loads((ckpt / MANIFEST).read_text())
+    manifest.pop("checksum")
+    manifest["versions"]["trl"] = "0.9.0"
+    from grpo_ablate.runtime import stable_hash
+
+    manifest["checksum"] = stable_hash(manifest, 64)
+    (ckpt / MANIFEST).write_text(json.dumps(manifest))
+    err = finish(out, ())
+    assert "checkpoint step-3 refused (versions" in err
+    record = json.loads(next(out.glob("*/runs/*/record.json")).read_text())
+    assert record["resumed_from"] == []
+    assert any("refused" in n and "trained from step 0" in n for n in record["notes"])
+    finish(tmp_path / "reference", ())
+    (ref, ref_history, _), (got, history, _) = the_run(tmp_path / "reference"), the_run(out)
+    assert got == ref and history == ref_history
+
+
+@pytest.mark.slow
+def test_a_killed_parallel_sweep_resumes_its_runs_to_the_uninterrupted_records(tmp_path,
+                                                                             smoke_sweep):
+    """`launcher=joblib`, two workers, each killed after step 3 of its first run (with the
+    whole process group); the same command again resumes both runs from step 2 and ends with
+    the records of the serial sweep that was never interrupted (conftest's smoke_sweep)."""
+    _, reference = smoke_sweep
+    out, marker = tmp_path / "out", tmp_path / "marker"
+    cmd = [sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke", "launcher=joblib",
+           "hydra.launcher.n_jobs=2", "checkpoint.every_steps=1", f"out_root={out}"]
+    env = {**ENV, "GRPO_ABLATE_PAUSE_AT": "after_step:3", "GRPO_ABLATE_PAUSE_MARKER": str(marker)}
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 600
+    while not marker.exists():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    time.sleep(1.0)  # the other worker reaches its own step 3 too
+    kill_group(proc)
+    assert list(out.glob("smoke/runs/*/checkpoints/step-2"))
+    res = subprocess.run(cmd, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+    def records(folder: Path) -> dict[str, tuple[dict, str]]:
+        out = {}
+        for path in folder.glob("smoke/runs/*/record.json"):
+            rec = json.loads(path.read_text())
+            resumed = rec.pop("resumed_from")
+            for key in UNEQUAL + ("origin",):
+                rec.pop(key, None)
+            for key in ("eval_seconds", "generation_seconds"):
+                rec["cost"].pop(key)
+            for key in ("sweep_dir", "out_root", "run_cache", "checkpoint", "logger", "hydra"):
+                rec["config"].pop(key, None)
+            rec["machine"].pop("threads")
+            out[rec["run_id"]] = (rec, (path.parent / "history.jsonl").read_text(), resumed)
+        return out
+
+    got, ref = records(out), records(reference)
+    assert len(got) == len(ref) == 6
+    assert sum(r[2] == [2] for r in got.values()) >= 1  # resumed, not retrained
+    assert {k: v[:2] for k, v in got.items()} == {k: v[:2] for k, v in ref.items()}
