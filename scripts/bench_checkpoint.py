@@ -8,6 +8,7 @@ name=value lines:
     checkpoint_mib                     one checkpoint's size on disk
 
     python scripts/bench_checkpoint.py [--model tiny|smollm2-135m] [--steps 40] [--repeats 3]
+        [--warmup 1] [--only default,capped,every_step]
 
 The default interval (checkpoint.every_minutes=30) saves nothing in a run shorter than 30
 minutes, so its ratio measures the bookkeeping alone; the capped run (every_minutes tiny)
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="uncounted first rounds")
     ap.add_argument("--only", default=",".join(SETTINGS),
                     help="settings to run, of: " + ", ".join(SETTINGS) + " (none is always run)")
     ns = ap.parse_args()
@@ -77,7 +79,7 @@ def main() -> None:
     per_save: list[float] = []
     mib = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(ns.repeats + 1):  # the first round warms caches and is not counted
+        for rep in range(ns.repeats + ns.warmup):  # warm-up rounds are not counted
             for name, overrides in SETTINGS.items():
                 if name not in chosen:
                     continue
@@ -91,7 +93,7 @@ def main() -> None:
                 wall = time.perf_counter() - t0
                 if record.status != "completed":
                     raise SystemExit(f"bench_checkpoint: {name} run {record.status}: {record.error}")
-                if rep == 0:
+                if rep < ns.warmup:
                     continue
                 walls[name].append(wall)
                 counts[name].append(len(saves_log.seen))

@@ -239,6 +239,8 @@ CASES = {
     "reuse_2x_clip (a generation feeds 2 steps)": (("trick=reuse_2x_clip",), "after_step:5", 4),
     "lr_cosine (the scheduler's state)": (("trick=lr_cosine",), "after_step:4", 3),
     "two processes": (("launch.processes=2", "trainer.max_steps=6"), "after_step:4", 3),
+    "a LoRA adapter (its weights and optimizer)": (
+        ("model.lora={r:4,alpha:8,dropout:0.0,target_modules:all-linear}",), "after_step:4", 3),
     # 200 training prompts, 4 a step: epoch 1 starts at step 51 (its own shuffle of them)
     "in a later epoch": (("trainer.max_steps=56", "eval.every_steps=0"), "after_step:54", 53),
 }

@@ -286,7 +286,3 @@ def sign_flips(strata: list[dict]) -> list[str]:
             if a["verdict"] in ("improves", "harms"):
                 signs.setdefault(a["arm"], set()).add(a["verdict"])
     return sorted(arm for arm, s in signs.items() if len(s) > 1)
-
-
-def settings_dict(s: Settings) -> dict:
-    return asdict(s)

@@ -96,8 +96,12 @@ class CheckpointSchedule(TrainerCallback):
         return (step * self.accumulation) % self.cycle == 0
 
     def due(self, step: int, now: float) -> bool:
-        if self.every_steps is not None and step - self.last_step >= self.every_steps:
-            return True
+        return self.due_by_steps(step) or self.due_by_time(now)
+
+    def due_by_steps(self, step: int) -> bool:
+        return self.every_steps is not None and step - self.last_step >= self.every_steps
+
+    def due_by_time(self, now: float) -> bool:
         return self.every_minutes is not None \
             and now - self.last_time >= 60 * self.every_minutes \
             and self.saved_seconds + self.last_seconds <= self.max_overhead * (now - self.began)
@@ -111,7 +115,9 @@ class CheckpointSchedule(TrainerCallback):
         if not self.enabled or step >= state.max_steps or control.should_training_stop \
                 or not self.at_boundary(step):
             return
-        if self.agree(self.due(step, time.monotonic())):
+        # Steps are the same on every process; clocks are not, so the first one's decides.
+        if self.due_by_steps(step) or (self.every_minutes is not None
+                                       and self.agree(self.due_by_time(time.monotonic()))):
             control.should_save = True
 
     def saved(self, step: int, seconds: float) -> None:

@@ -1,0 +1,110 @@
+"""Docs that cannot go stale silently: every file, module and function that README.md, docs/
+and the package's docstrings and comments name exists."""
+
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "grpo_ablate"
+TOP = ("grpo_ablate", "scripts", "tests", "conf", "docs", "sweeps", "hydra_plugins", ".ci")
+LAYERS = ("training", "launch", "stats", "config", "tasks", "models", "report")
+EXT = r"(?:py|md|yaml|sh|png|json|jsonl|csv|toml)"
+# A path from the repository root, or from the package (training/trl_hooks.py).
+ROOTED = re.compile(rf"(?<![\w/.-])((?:{'|'.join(map(re.escape, TOP))})/[\w./-]*\w\.{EXT})\b")
+IN_PACKAGE = re.compile(rf"(?<![\w/.-])((?:{'|'.join(LAYERS)})/[\w/-]*\w\.py)\b")
+DOTTED = re.compile(r"(?<![\w.])(grpo_ablate(?:\.\w+)+)")
+# "`x.py`'s `name`" and "`name` in `x.py`": a function, class or constant of that module.
+OWNED = [re.compile(r"`([\w/]+\.py)`'s `(\w+)`"),
+         re.compile(r"`(\w+)(?:\(\))?` (?:in|of|from) `?([\w/]+/[\w]+\.py)`?"),
+         re.compile(r"`(\w+)(?:\(\))?` \(`?([\w/]+/[\w]+\.py)`?[,)]")]
+# Names a page may give for what a user creates (their own folders), not this repository's.
+USERS = ("mine/", "conf/trick/kl_0.2.yaml", "docs/figures.md#")
+
+
+def texts() -> list[tuple[str, str]]:
+    out = [("README.md", (ROOT / "README.md").read_text())]
+    out += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "docs").glob("*.md"))]
+    out += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))]
+    out += [(str(p.relative_to(ROOT)), p.read_text())
+            for p in sorted((ROOT / "conf").rglob("*.yaml")) + sorted((ROOT / "sweeps").glob("*.yaml"))]
+    return out
+
+
+def exists(path: str) -> bool:
+    path = path.rstrip(".")
+    candidates = [ROOT / path, PACKAGE / path]
+    if path.startswith("conf/"):
+        candidates.append(PACKAGE / path)
+    return any(c.exists() for c in candidates)
+
+
+def names_in(path: str) -> set[str]:
+    file = next(p for p in (ROOT / path, PACKAGE / path) if p.is_file())
+    body = file.read_text()
+    return set(re.findall(r"^\s*(?:def|class)\s+(\w+)", body, re.M)) | \
+        set(re.findall(r"^(\w+)\s*[:=]", body, re.M))
+
+
+def resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def references():
+    for where, text in texts():
+        for pattern in (ROOTED, IN_PACKAGE):
+            for m in pattern.finditer(text):
+                if not m.group(1).startswith(USERS):
+                    yield where, "path", m.group(1)
+        for m in DOTTED.finditer(text):
+            yield where, "module", m.group(1)
+        for pattern in OWNED:
+            for m in pattern.finditer(text):
+                path, name = m.groups() if pattern is OWNED[0] else m.groups()[::-1]
+                yield where, "name", f"{path}:{name}"
+
+
+def test_every_named_file_module_and_function_exists():
+    missing = set()
+    for where, kind, ref in references():
+        if kind == "path":
+            ok = exists(ref)
+        elif kind == "module":
+            ok = resolves(ref)
+        else:
+            path, name = ref.split(":")
+            ok = exists(path) and name in names_in(path)
+        if not ok:
+            missing.add(f"{where}: {ref}")
+    assert not missing, "\n".join(sorted(missing))
+
+
+def test_the_check_finds_a_stale_name(tmp_path, monkeypatch):
+    page = "see `training/no_such_module.py`, `grpo_ablate.training.train.no_such` and " \
+           "`tasks/base.py`'s `row_problem`"
+    monkeypatch.setattr(sys.modules[__name__], "texts", lambda: [("page.md", page)])
+    found = {ref for _, _, ref in references()}
+    assert {"training/no_such_module.py", "grpo_ablate.training.train.no_such",
+            "tasks/base.py:row_problem"} <= found
+    assert not resolves("grpo_ablate.training.train.no_such")
+    assert "row_problem" not in names_in("tasks/base.py")
+    assert not exists("training/no_such_module.py")
+
+
+@pytest.mark.parametrize("ref", ["training/trl_hooks.py", "conf/trick/ema.yaml", "docs/guide.md"])
+def test_the_check_accepts_what_exists(ref):
+    assert exists(ref)
