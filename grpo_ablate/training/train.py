@@ -155,7 +155,8 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
                      evals, PacingCallback(cfg["faults"]["sleep_per_step"])]
         schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"])
         saving = (checkpoints, schedule) if schedule.enabled else None
-        checkpoints.clean_incoming()
+        if process_rank() == 0:
+            checkpoints.clean_incoming()  # what a save that was killed left
         with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
             out = str(checkpoints.incoming) if saving else tmp
             trainer = build_trainer(spec, model_path, tokenizer, task, out, callbacks, state,

@@ -2,7 +2,9 @@
 
 `AblationGRPOTrainer` is TRL's real `GRPOTrainer` plus the tricks TRL lacks, wired in at two
 private override points (and two public ones: the loss, for the filter's normaliser and
-fault injection, and logging). With every hook off it computes exactly what the bare
+fault injection, and logging); plus, for mid-run checkpoints that resume bit for bit, three
+more (`_save_checkpoint`, `_get_train_sampler`, the Trainer's `_run_epoch`), and the run's
+seed for TRL's colocated vLLM engine. With every hook off it computes exactly what the bare
 trainer computes (tests/test_runs.py). TRL is pinned in pyproject.toml;
 tests/test_trl_hooks.py fails loudly when these methods or their behaviour move, which is
 the signal to re-check this file before widening the pin.
@@ -18,7 +20,6 @@ TRL behaviour relied on (checked by tests/test_trl_hooks.py):
 from __future__ import annotations
 
 import inspect
-import logging
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +41,6 @@ from grpo_ablate.training.tricks import (
     valid_groups,
 )
 
-log = logging.getLogger(__name__)
 TESTED_TRL = (1, 16)
 # The private methods overridden below, with the parameters this module relies on.
 HOOKED = {
