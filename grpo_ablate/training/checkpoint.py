@@ -180,15 +180,21 @@ class RunCheckpoints:
             shutil.rmtree(path, ignore_errors=True)
 
     # -- resuming -------------------------------------------------------------------------
-    def complete(self) -> list[tuple[Path, dict]]:
-        """This run's whole checkpoints, newest first."""
-        found = []
+    def checked(self) -> list[tuple[Path, dict | None, str | None]]:
+        """Every step-<N> folder, newest first: (path, manifest, None) when it is a whole
+        checkpoint of this run, else (path, None, why it is refused)."""
+        out = []
         for step, path in sorted(self._folders(), reverse=True):
             manifest = self._manifest(path)
-            if isinstance(manifest, dict) and self._refusal(manifest) is None \
-                    and manifest["step"] == step:
-                found.append((path, manifest))
-        return found
+            why = manifest if isinstance(manifest, str) else self._refusal(manifest)
+            if why is None and manifest["step"] != step:
+                why = f"it holds step {manifest['step']}"
+            out.append((path, None, why) if why else (path, manifest, None))
+        return out
+
+    def complete(self) -> list[tuple[Path, dict]]:
+        """This run's whole checkpoints, newest first."""
+        return [(path, manifest) for path, manifest, why in self.checked() if why is None]
 
     def _folders(self) -> list[tuple[int, Path]]:
         return [(int(p.name.removeprefix(PREFIX)), p) for p in self.root.glob(f"{PREFIX}*")
@@ -197,12 +203,8 @@ class RunCheckpoints:
     def latest(self) -> tuple[Path | None, str | None]:
         """The newest whole checkpoint of this run, or None; and a note on the newest one
         that was refused (another run, another version, damaged), if it is newer."""
-        candidates = [(step, path, self._manifest(path)) for step, path in self._folders()]
         refused = None
-        for _, path, manifest in sorted(candidates, key=lambda c: c[0], reverse=True):
-            why = manifest if isinstance(manifest, str) else self._refusal(manifest)
-            if why is None and manifest["step"] != int(path.name.removeprefix(PREFIX)):
-                why = f"it holds step {manifest['step']}"
+        for path, _, why in self.checked():
             if why is None:
                 return path, refused
             refused = refused or f"checkpoint {path.name} refused ({why}): not loaded"
