@@ -1,6 +1,6 @@
 """The bottom layer: what a process needs to know about the machine it runs on and how to
 behave there. Quiet libraries, torch threads, the GPUs it may hand out, whether a CUDA device
-can exist at all (asked without importing torch), the cache folder, who drives it, and the
+can exist at all (asked without importing torch), the cache folder, and the
 machine's identity for the records (where a run's numbers were computed).
 
 torch, transformers and TRL are imported inside the functions that need them: importing
@@ -22,8 +22,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-# Set by `grpo-ablate run|sweep` for the Hydra app it starts (see driven_by_cli).
-CLI_DRIVES = "GRPO_ABLATE_REPORTS"
 # CPU features that change which numeric kernels torch runs (so a run's last digits).
 NUMERIC_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile",
                      "asimd", "sve")
@@ -98,13 +96,6 @@ def apply_thread_share() -> None:
         import torch  # heavy: only in a process about to train
 
         torch.set_num_threads(int(threads))
-
-
-def driven_by_cli() -> bool:
-    """Whether `grpo-ablate run|sweep` started this Hydra app: it reports once itself and
-    hands Hydra an adaptive sweep one rung at a time. As a plain Hydra app, the Hydra callback
-    reports and the ladder sweeper (hydra_plugins/) runs the ladder."""
-    return os.environ.get(CLI_DRIVES) == "cli"
 
 
 def cuda_may_exist() -> bool:

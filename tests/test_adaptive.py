@@ -266,9 +266,8 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy):
     # Hydra's joblib launcher: the same plan, the same looks, the same decisions.
     plant_look_one(tmp_path / "clean")
     hydra_args = [a.replace("adaptive=true", "adaptive.enabled=true") for a in ADAPTIVE]
-    env = {k: v for k, v in ENV.items() if k != "GRPO_ABLATE_REPORTS"}  # not driven by the CLI
     clean = subprocess.run([sys.executable, "-m", "grpo_ablate.app", "-m", *hydra_args,
-                            "launcher=joblib", f"out_root={tmp_path / 'clean'}"], env=env,
+                            "launcher=joblib", f"out_root={tmp_path / 'clean'}"], env=ENV,
                            cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert clean.returncode == 0, clean.stderr[-2000:]
     assert "adaptive look 2/2" in clean.stderr and "# grpo-ablate report" in clean.stdout

@@ -48,15 +48,31 @@ def test_parallel_launcher_records_progress_and_quiet(tmp_path, smoke_sweep, lau
     assert time.perf_counter() - t0 < 60  # no worker, no model: validation and the report only
 
 
-def test_a_plain_hydra_multirun_ends_with_the_report(tmp_path, tiny_policy):
+@pytest.mark.parametrize("sweeper", ["ladder", "basic"])
+def test_a_plain_hydra_multirun_ends_with_the_report(tmp_path, tiny_policy, sweeper):
     """Started as a Hydra app, not through `grpo-ablate sweep`, under a parallel launcher:
-    the callback at the end of the multirun runs the statistics stage on the records."""
+    grpo-ablate's sweeper hands the sweep to the one driver, which reports once; under
+    another sweeper (Hydra's basic one here) the callback at the end of the multirun does."""
     res = subprocess.run(
         [sys.executable, "-m", "grpo_ablate.app", "-m", "launcher=joblib", "trick=baseline,no_kl",
          "seed=0,1", "trainer.max_steps=2", "eval.every_steps=0", f"out_root={tmp_path}",
-         "sweep_name=plain"], capture_output=True, text=True, env=ENV, timeout=600)
+         "sweep_name=plain", f"hydra/sweeper={sweeper}"],
+        capture_output=True, text=True, env=ENV, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert len(list((tmp_path / "plain" / "runs").glob("*/record.json"))) == 4
+    assert res.stdout.count("\nreport: ") == 1, res.stdout[-2000:]
     report = json.loads((tmp_path / "plain" / "report.json").read_text())
     (stratum,) = report["strata"]
     assert stratum["baseline"]["n"] == 2 and [a["arm"] for a in stratum["arms"]] == ["no_kl"]
+
+
+def test_a_plain_hydra_multirun_refuses_bad_input_in_one_line(tmp_path):
+    """The sweeper validates every job before anything is written, as `grpo-ablate sweep`."""
+    res = subprocess.run(
+        [sys.executable, "-m", "grpo_ablate.app", "-m", "trick=baseline,no_kl",
+         "trainer.learning_rate=-1", f"out_root={tmp_path}", "sweep_name=bad"],
+        capture_output=True, text=True, env=ENV, timeout=300)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines() == [
+        "grpo-ablate: error: trainer.learning_rate=-1: must be a number > 0"]
+    assert not (tmp_path / "bad").exists()

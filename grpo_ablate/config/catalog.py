@@ -26,3 +26,16 @@ def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:
         files.update({p.stem: p for p in sorted((Path(folder) / "trick").glob("*.yaml"))})
     tricks = [OmegaConf.to_container(OmegaConf.load(p))["trick"] for p in files.values()]
     return sorted(tricks, key=lambda t: (t["id"] != "baseline", t["family"], t["id"]))
+
+
+def catalog_table(config_dirs: list[str] | None = None) -> list[str]:
+    """`grpo-ablate tricks`: one line per trick, the review's catalog first, then the
+    2025-26 variants (sweep=variants)."""
+    tricks = sorted(load_catalog(config_dirs),
+                    key=lambda t: t.get("catalog", "review") != "review")
+    rows = [("id", "family", "what it changes", "claimed: the review's verdict, or the paper's")]
+    rows += [(t["id"] + (f" (vs {t['against']})" if t.get("against") else ""), t["family"],
+              t["changes"], prior_of(t) or "-") for t in tricks]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3]
+            for r in rows]

@@ -21,10 +21,9 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablate.config import check_trainable, model_label
+from grpo_ablate.config import model_label
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
-from grpo_ablate.launch.progress import progress_from_disk
 from grpo_ablate.runtime import say
 from grpo_ablate.stats.decide import default_direction, replay_ladder
 from grpo_ablate.stats.plan import BASELINE, PLAN_NAME, write_plan
@@ -133,16 +132,10 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
               + f" (plan: {sweep_dir / PLAN_NAME})")
     def train(overrides: list[str], what: str) -> int:
         """Launch the runs these overrides name that have no final record; how many."""
-        specs = compose(overrides)
-        check_trainable(sweep.unfinished(specs))
-        todo, reused = sweep.plan(specs)
-        sweep.prepare_checkpoints(todo)
-        say(f"{what}: {len(todo)} to train"
-                  + (f", {reused} reused from the run cache" if reused else ""))
-        if todo:
-            with progress_from_disk(specs):
-                launch(overrides)
-        return len(todo)
+        return sweep.launch_unfinished(
+            compose(overrides), lambda: launch(overrides),
+            lambda todo, reused: f"{what}: {todo} to train"
+            + (f", {reused} reused from the run cache" if reused else ""))
 
     t0, trained, last = time.perf_counter(), 0, None
     for arm, seeds in failed_runs(sweep_dir, design, next_rung(sweep_dir, design, strata)).items():

@@ -5,9 +5,11 @@ training. The folder of records is the single source of truth."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 from grpo_ablate.config import RunSpec, check_trainable
 from grpo_ablate.launch import run_cache
+from grpo_ablate.launch.progress import progress_from_disk
 from grpo_ablate.launch.slurm import explain_failure
 from grpo_ablate.models import checkpoint_ready, resolve_model_path
 from grpo_ablate.records import (
@@ -109,3 +111,18 @@ def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
                 continue
         todo.append(spec)
     return todo, reused
+
+
+def launch_unfinished(specs: list[RunSpec], launch: Callable[[], object],
+                      describe: Callable[[int, int], str]) -> int:
+    """Launch a set of runs unless all are recorded: TRL's checks on those without a record,
+    the run cache, their starting checkpoints, then `launch()` with progress read from disk.
+    `describe(to_train, reused)` is the line said first. Returns how many were to train."""
+    check_trainable(unfinished(specs))
+    todo, reused = plan(specs)
+    prepare_checkpoints(todo)
+    say(describe(len(todo), reused))
+    if todo:  # a finished set starts no launcher, no worker, no model
+        with progress_from_disk(specs):
+            launch()
+    return len(todo)

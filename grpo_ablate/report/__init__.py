@@ -12,6 +12,7 @@ from pathlib import Path
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import atomic_write_text, jsonable
 from grpo_ablate.report.markdown import render_markdown
+from grpo_ablate.report.settings import ReportSettings
 from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.plan import read_plan
 from grpo_ablate.stats.table import load_results, machines_note
@@ -30,43 +31,44 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"report: {message}")
 
 
-def parse_args(args: list[str]) -> argparse.Namespace:
+def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
+    """The command line: the paths, the report's settings, and whether it only publishes."""
+    d = ReportSettings()
     p = _Parser(prog="grpo-ablate report", add_help=True)
     p.add_argument("path", nargs="+", help="sweep folder(s), or one CSV")
-    p.add_argument("--metric", default="eval/accuracy")
-    p.add_argument("--direction", choices=["higher", "lower"], default=None,
+    p.add_argument("--metric", default=d.metric)
+    p.add_argument("--direction", choices=["higher", "lower"], default=d.direction,
                    help="which way is better (default: lower for losses, KL, grad norm, "
                         "regret, volatility; higher otherwise)")
-    p.add_argument("--baseline", default="baseline")
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--correction", choices=["holm", "bh"], default="holm")
-    p.add_argument("--min-effect", type=float, default=0.01,
+    p.add_argument("--baseline", default=d.baseline)
+    p.add_argument("--alpha", type=float, default=d.alpha)
+    p.add_argument("--correction", choices=["holm", "bh"], default=d.correction)
+    p.add_argument("--min-effect", type=float, default=d.min_effect,
                    help="smallest effect worth knowing, in metric units (default 0.01)")
-    p.add_argument("--inert-below", type=float, default=0.05,
+    p.add_argument("--inert-below", type=float, default=d.inert_below,
                    help="an arm whose trick acted on less than this fraction is 'inert'")
-    p.add_argument("--out", default=None,
+    p.add_argument("--out", default=d.out,
                    help="output folder (default: PATH for one sweep folder, beside a CSV; "
                         "required for several folders)")
     p.add_argument("--no-figures", action="store_true")
-    p.add_argument("--wandb", choices=["offline", "online"], default=None,
+    p.add_argument("--wandb", choices=["offline", "online"], default=d.wandb,
                    help="also write the W&B summary run (verdict table, figures, report)")
-    p.add_argument("--wandb-project", default="grpo-ablate")
-    p.add_argument("--wandb-entity", default=None,
+    p.add_argument("--wandb-project", default=d.wandb_project)
+    p.add_argument("--wandb-entity", default=d.wandb_entity,
                    help="the W&B entity of the report (default: the runs' logger.entity, "
                         "else the login's when published)")
     p.add_argument("--wandb-publish", action="store_true",
                    help="save the W&B report and workspace written offline under PATH "
                         "(wandb_report.json) to the server, and print their URLs")
     ns = p.parse_args(args)
-    if not 0 < ns.alpha < 1:
-        raise UserError(f"--alpha {ns.alpha}: must be in (0, 1)")
-    if not ns.min_effect > 0:
-        raise UserError(f"--min-effect {ns.min_effect}: must be > 0")
-    if not 0 <= ns.inert_below < 1:
-        raise UserError(f"--inert-below {ns.inert_below}: must be in [0, 1)")
+    settings = ReportSettings(
+        metric=ns.metric, direction=ns.direction, baseline=ns.baseline, alpha=ns.alpha,
+        correction=ns.correction, min_effect=ns.min_effect, inert_below=ns.inert_below,
+        out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
+        wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity)
     if (len(ns.path) > 1 or any(glob_magic(p) for p in ns.path)) and ns.out is None:
         raise UserError("report: several sweep folders need --out DIR for the combined report")
-    return ns
+    return ns.path, settings, ns.wandb_publish
 
 
 def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], object]:
@@ -141,27 +143,31 @@ def expand_paths(given: list[str]) -> list[Path]:
 
 
 def main(args: list[str]) -> int:
-    ns = parse_args(args)
-    if ns.wandb_publish:  # nothing is computed again: the spec written offline is saved
+    given, settings, publish_only = parse_args(args)
+    if publish_only:  # nothing is computed again: the spec written offline is saved
         from grpo_ablate.report.wandb_dashboard import publish
 
-        src = Path(ns.out or ns.path[0])
+        src = Path(settings.out or given[0])
         publish(src if src.is_dir() else src.parent / f"{src.stem}-report")
         return 0
-    settings = Settings(metric=ns.metric, baseline=ns.baseline, alpha=ns.alpha,
-                        correction=ns.correction, min_effect=ns.min_effect,
-                        direction=ns.direction, inert_below=ns.inert_below)
-    paths = expand_paths(ns.path)
-    report, warnings, df = build_report(paths, settings)
+    write_report(expand_paths(given), settings)
+    return 0
+
+
+def write_report(paths: list[Path], settings: ReportSettings) -> Path:
+    """report.md, report.json and the figures (and the W&B summary when asked) for these
+    sweep folders or this CSV; returns the folder they are in."""
+    report, warnings, df = build_report(paths, settings.stats())
     src = paths[0]
-    out = Path(ns.out) if ns.out else (src if src.is_dir() else src.parent / f"{src.stem}-report")
+    out = Path(settings.out) if settings.out else \
+        (src if src.is_dir() else src.parent / f"{src.stem}-report")
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     report["warnings"] = warnings
     report["recipe_departures"] = recipe_departures(df, settings.baseline)
     report["priors"] = arm_priors(df)
     figures = []
-    if not ns.no_figures:
+    if settings.figures:
         from grpo_ablate.report.figures import write_figures
 
         figures = write_figures(report, df, out / "figures")
@@ -171,25 +177,26 @@ def main(args: list[str]) -> int:
     atomic_write_text(out / "report.md", md)
     print(console_summary(md))
     print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
-    if ns.wandb:
+    if settings.wandb:
         from grpo_ablate.report.wandb_dashboard import write_dashboard
         from grpo_ablate.report.wandb_summary import log_summary
 
         group = src.name if src.is_dir() else src.stem
-        run_id = log_summary(report, out, figures, group=group, project=ns.wandb_project,
-                             entity=ns.wandb_entity, mode=ns.wandb)
+        run_id = log_summary(report, out, figures, group=group, project=settings.wandb_project,
+                             entity=settings.wandb_entity, mode=settings.wandb)
         if run_id:
-            print(f"W&B summary run: {run_id} ({ns.wandb}, under {out / 'wandb'})")
-        write_dashboard(report, out, paths, group, ns.wandb_project, ns.wandb_entity, run_id,
-                        figures, online=ns.wandb == "online")
-    return 0
+            print(f"W&B summary run: {run_id} ({settings.wandb}, under {out / 'wandb'})")
+        write_dashboard(report, out, paths, group, settings.wandb_project,
+                        settings.wandb_entity, run_id, figures,
+                        online=settings.wandb == "online")
+    return out
 
 
-def report_or_skip(sweep_dir: str, report_args: list[str]) -> None:
+def report_or_skip(sweep_dir: str | Path, settings: ReportSettings) -> None:
     """The statistics stage after a sweep: the runs are done and recorded, so a report that
     cannot be made (e.g. every baseline run failed) is one "report skipped" line, not an
     error."""
     try:
-        main([sweep_dir, *report_args])
+        write_report([Path(sweep_dir)], settings)
     except UserError as exc:
         print(f"grpo-ablate: report skipped: {exc}", file=sys.stderr)

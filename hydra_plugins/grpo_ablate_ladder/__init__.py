@@ -1,39 +1,38 @@
-"""grpo-ablate's sweeper (the default `hydra/sweeper`): Hydra's basic sweeper, except that a
-multirun with `adaptive.enabled=true` runs the pre-declared seed ladder, one launch per rung
-on whatever launcher is configured, as the Optuna and Ax sweepers decide their next batch
-from results. Hydra loads sweepers only from the hydra_plugins package; the ladder itself is
-grpo_ablate.launch.adaptive.run_ladder, which `grpo-ablate sweep` drives the same way."""
+"""grpo-ablate's sweeper (the default `hydra/sweeper`) for a plain Hydra app
+(`python -m grpo_ablate.app -m ...`): it hands the sweep to grpo-ablate's one driver,
+grpo_ablate.launch.driver.run_sweep, which `grpo-ablate sweep` calls too. A fixed sweep is
+one launch of its jobs on the configured launcher; with `adaptive.enabled=true` the
+pre-declared seed ladder runs one launch per rung, as the Optuna and Ax sweepers decide their
+next batch from results; then the report. Hydra loads sweepers only from the hydra_plugins
+package."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 
 class LadderSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
-        from grpo_ablate.runtime import driven_by_cli
-
-        adaptive = OmegaConf.select(self.config, "adaptive")
-        # `grpo-ablate sweep` runs the ladder itself and hands Hydra one rung at a time.
-        if driven_by_cli() or not (
-                isinstance(adaptive, DictConfig) and adaptive.get("enabled") is True):
-            return super().sweep(arguments)
-        from grpo_ablate.launch.adaptive import run_ladder, swept_key  # pandas, scipy: here only
+        from grpo_ablate.errors import UserError
+        from grpo_ablate.launch.driver import LaunchSettings, run_sweep  # pandas, scipy: here
 
         self._job_idx = 0
         every = [*self._parse_config(), *arguments]  # the sweep file's params, then the line's
+        try:
+            specs = self._specs(every)
+        except UserError as exc:  # as `grpo-ablate sweep` says it: one line, exit 2
+            print(f"grpo-ablate: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        code = run_ladder(self._specs(every),
-                          [o for o in every if swept_key(o) not in ("trick", "seed")],
-                          compose=self._specs, launch=self._launch)
-        if code:
+        if run_sweep(specs, LaunchSettings(every, launch=self._launch, compose=self._specs)):
             raise RuntimeError("the adaptive sweep stopped: a rung's runs left no record")
         return []
 

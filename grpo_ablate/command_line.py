@@ -1,0 +1,146 @@
+"""The words of a grpo-ablate command line, before anything is composed: Hydra's own flags
+apart from the config overrides (`run`, `sweep` and the commands that take overrides), and
+`--flag N` integer options (`lengths`, `plan`) with their usage texts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grpo_ablate.errors import UserError
+
+# Hydra's flags that print something and train nothing; they pass straight to Hydra.
+SHOW_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--resolve",
+              "-p", "--package", "-sc", "--shell-completion", "--version"}
+# Flags that take a value as the next word (or after '=').
+VALUE_FLAGS = {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name",
+               "-cd", "--config-dir"}
+INFO_CHOICES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+REFUSED = {"-cp": "--config-path", "--config-path": "--config-path",
+           "-cn": "--config-name", "--config-name": "--config-name",
+           "-r": "--run", "--run": "--run", "--experimental-rerun": "--experimental-rerun"}
+
+
+@dataclass
+class HydraLine:
+    """A run/sweep command line split into Hydra's flags and the config overrides."""
+
+    overrides: list[str] = field(default_factory=list)
+    show: list[str] = field(default_factory=list)    # SHOW_FLAGS with their values
+    config_dirs: list[str] = field(default_factory=list)
+    multirun: bool = False
+
+    @property
+    def search_overrides(self) -> list[str]:
+        """The config dirs as a search path, for grpo-ablate's own composition."""
+        if not self.config_dirs:
+            return []
+        paths = ",".join(f"file://{Path(d).resolve()}" for d in self.config_dirs)
+        return [f"hydra.searchpath=[{paths}]"]
+
+    def flags(self) -> list[str]:
+        """The flags for Hydra's own command line (config dirs made absolute)."""
+        dirs = [w for d in self.config_dirs for w in ("--config-dir", str(Path(d).resolve()))]
+        return [*dirs, *self.show]
+
+
+def parse_hydra_line(args: list[str]) -> HydraLine:
+    line = HydraLine()
+    words = list(args)
+    while words:
+        word = words.pop(0)
+        if not word.startswith("-") or word == "-":
+            # `adaptive=true` is short for adaptive.enabled=true (adaptive is a block)
+            line.overrides.append(re.sub(r"^adaptive=(true|false)$", r"adaptive.enabled=\1",
+                                         word, flags=re.IGNORECASE))
+            continue
+        flag, eq, value = word.partition("=")
+        if flag in REFUSED:
+            raise UserError(f"{REFUSED[flag]}: not supported; grpo-ablate's primary config is "
+                            "fixed; add your own trick/task/sweep files with --config-dir DIR")
+        if flag in VALUE_FLAGS and not eq:
+            if not words:
+                raise UserError(f"{flag}: needs a value")
+            value = words.pop(0)
+        if flag in ("-i", "--info") and not eq and words and words[0] in INFO_CHOICES:
+            value, eq = words.pop(0), "="
+        if flag in ("-m", "--multirun"):
+            line.multirun = True
+        elif flag in ("-cd", "--config-dir"):
+            if not Path(value).is_dir():
+                raise UserError(f"--config-dir {value}: no such folder; allowed: a folder with "
+                                "trick/, task/, model/ or sweep/ subfolders of YAML files")
+            line.config_dirs.append(value)
+        elif flag in SHOW_FLAGS:
+            line.show += [flag, value] if (flag in VALUE_FLAGS or eq) and value else [flag]
+        else:
+            raise UserError(f"{word}: unknown flag; allowed: Hydra's --cfg, --info, --help, "
+                            "--hydra-help, --resolve, --package, -m/--multirun, -cd/--config-dir")
+    return line
+
+
+LENGTHS_DEFAULTS = {"--prompts": 64, "--cap": 1024}
+LENGTHS_USAGE = """usage: grpo-ablate lengths [--prompts N] [--cap T] [overrides]
+
+Completion-length percentiles of the SFT policy on the task's train prompts, and the review's
+max completion length (their 95th percentile).
+
+  --prompts N   train prompts sampled, one completion each (default 64)
+  --cap T       tokens at most per completion (default 1024, the review's usual maximum);
+                completions that reach it are counted and reported
+  overrides     Hydra overrides, as for `grpo-ablate run` (model=..., task=..., model.path=...)"""
+
+
+def integer_options(command: str, args: list[str], defaults: dict) -> tuple[dict, list[str]]:
+    """`--flag N` / `--flag=N` (positive integers) anywhere on the line, and the rest."""
+    opts, rest, words = dict(defaults), [], list(args)
+    while words:
+        word = words.pop(0)
+        flag, eq, value = word.partition("=")
+        if flag not in opts:
+            rest.append(word)
+            continue
+        if not eq:
+            value = words.pop(0) if words else ""
+        if not value.isdigit() or int(value) < 1:
+            raise UserError(f"{command} {flag} {value}: needs a positive integer")
+        opts[flag] = int(value)
+    return opts, rest
+
+
+PLAN_DEFAULTS = {"--pilot-steps": 3, "--length": None, "--sims": 200}
+PLAN_USAGE = """usage: grpo-ablate plan [--pilot-steps K] [--length L] [--sims N] [overrides]
+
+What a sweep (the same overrides as `grpo-ablate sweep`) will train and cost, before anything
+trains: its jobs, those recorded or in the run cache, an adaptive ladder's expected runs, one
+run's cost (from finished runs of the baseline's config, else a pilot on this machine) and the
+predicted wall time and GPU-hours under the chosen launcher (docs/guide.md, "Plan").
+
+  --pilot-steps K  optimizer steps of the longer pilot run (default 3; the shorter has 1)
+  --length L       the expected mean completion length at scale, e.g. the 95th percentile
+                   from `grpo-ablate lengths` (default: the pilot's own)
+  --sims N         simulated sweeps per scenario for the adaptive ladder (default 200)"""
+
+
+def with_default_sweep(overrides: list[str]) -> list[str]:
+    """`sweep` and `plan` without a sweep file run the catalog."""
+    if any(o.split("=")[0] in ("sweep", "+sweep") for o in overrides):
+        return list(overrides)
+    return ["sweep=catalog", *overrides]
+
+
+def demo_launcher(args: list[str]) -> list[str]:
+    """The demo runs one worker per core (Hydra's joblib launcher, one torch thread each:
+    about 1.5x the serial speed on 2 cores) when the launcher is installed and the user did not
+    choose one; otherwise in this process."""
+    chosen = any(a.split("=")[0].lstrip("+") in ("launcher", "hydra/launcher") for a in args)
+    if chosen or (os.cpu_count() or 1) < 2 or \
+            importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
+        return []
+    print(f"demo: launcher=joblib ({os.cpu_count()} workers; `launcher=serial` for one process)",
+          file=sys.stderr)
+    return ["launcher=joblib"]

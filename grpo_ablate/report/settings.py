@@ -1,0 +1,52 @@
+"""What a report is asked for: the statistics' settings, where it goes, figures and W&B.
+One typed object from the command line (`grpo-ablate report ...`) or from a sweep's logger
+settings (the report at the end of `grpo-ablate sweep`), never argv strings between layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from grpo_ablate.errors import UserError
+
+if TYPE_CHECKING:
+    from grpo_ablate.stats.decide import Settings
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    metric: str = "eval/accuracy"
+    direction: str | None = None      # higher | lower; None: from the metric's name
+    baseline: str = "baseline"
+    alpha: float = 0.05
+    correction: str = "holm"          # holm | bh
+    min_effect: float = 0.01
+    inert_below: float = 0.05
+    out: str | None = None            # None: the sweep folder, or beside a CSV
+    figures: bool = True
+    wandb: str | None = None          # offline | online: also the W&B summary run
+    wandb_project: str = "grpo-ablate"
+    wandb_entity: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise UserError(f"--alpha {self.alpha}: must be in (0, 1)")
+        if not self.min_effect > 0:
+            raise UserError(f"--min-effect {self.min_effect}: must be > 0")
+        if not 0 <= self.inert_below < 1:
+            raise UserError(f"--inert-below {self.inert_below}: must be in [0, 1)")
+
+    @classmethod
+    def for_logger(cls, logger: dict) -> ReportSettings:
+        """A sweep's own report: W&B when its runs log to W&B (offline or online)."""
+        if logger.get("backend") == "wandb" and logger.get("mode") != "disabled":
+            return cls(wandb=logger["mode"], wandb_project=logger["project"])
+        return cls()
+
+    def stats(self) -> Settings:
+        """The statistics stage's part."""
+        from grpo_ablate.stats.decide import Settings  # heavy: numpy, pandas, scipy
+
+        return Settings(metric=self.metric, baseline=self.baseline, alpha=self.alpha,
+                        correction=self.correction, min_effect=self.min_effect,
+                        direction=self.direction, inert_below=self.inert_below)
