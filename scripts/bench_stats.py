@@ -2,7 +2,7 @@
 200-step histories; report without figures), then the whole report with figures on a
 10,000-row CSV (25 arms x 100 seeds x 4 strata).
 
-Prints stats_seconds=<s> (target <= 2) and report_10k_seconds=<s> (target < 10).
+Prints stats_seconds=<s> (target <= 1) and report_10k_seconds=<s> (target < 10).
 Usage: python scripts/bench_stats.py"""
 
 from __future__ import annotations

@@ -196,5 +196,5 @@ def test_the_compose_cache_follows_an_edited_config_file(tmp_path, monkeypatch):
 
     for value in (0.2, 0.3):
         trick.write_text("# @package _global_\ntrick:\n  id: kl_x\n  family: kl\n  changes: x\n"
-                         f"  verdict: x\n  keys: [trainer.beta]\ntrainer:\n  beta: {value}\n")
+                         f"  prior: x\n  keys: [trainer.beta]\ntrainer:\n  beta: {value}\n")
         assert beta() == value and beta() == value  # composed, then from the cache

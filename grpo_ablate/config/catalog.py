@@ -15,7 +15,7 @@ def prior_of(trick: dict) -> str | None:
     catalog), or a paper's claim with its source (the variants)."""
     if trick.get("claim"):
         return f"{trick['claim']} ({trick['source']})" if trick.get("source") else trick["claim"]
-    return trick.get("verdict")
+    return trick.get("prior") or trick.get("verdict")  # `verdict`: the old spelling
 
 
 def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:

@@ -24,7 +24,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from grpo_ablate import __version__
+from grpo_ablate import __version__, hook_tricks
 from grpo_ablate.config import registry  # noqa: F401 - the resolvers and the sweep group
 from grpo_ablate.config.checks import (
     check_launch,
@@ -59,6 +59,7 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
     else:
         data = cfg
     data = {k: v for k, v in data.items() if k != "hydra"}
+    hook_tricks.import_modules((data.get("trick") or {}).get("modules"))  # they register hooks
     check_keys(data)
     check_values(data)
     resolve_device(data["trainer"])

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from grpo_ablate import hook_tricks
 from grpo_ablate.config.trainer import grpo_config_fields
 from grpo_ablate.errors import UserError
 
@@ -41,11 +42,7 @@ SCHEMA: dict[str, Any] = {
     "recipe": {"name": _LEAF, "prompts_per_step": _LEAF, "group_size": _LEAF,
                "max_grad_norm": _LEAF, "micro_groups": _LEAF},
     "trainer": "GRPOConfig",
-    "hooks": {"reward_clip": {"low": _LEAF, "high": _LEAF}, "length_penalty": _LEAF,
-              "filter_low_reward": {"threshold": _LEAF, "start": _LEAF, "end": _LEAF},
-              "global_adv_norm": _LEAF, "ema": {"decay": _LEAF},
-              "soft_overlong": {"cache_fraction": _LEAF, "weight": _LEAF},
-              "dynamic_sampling": {"max_rounds": _LEAF}},
+    "hooks": {},  # from the hook tricks' registry (grpo_ablate/hook_tricks.py)
     "model": {"name": _LEAF, "path": _LEAF,
               "lora": {"r": _LEAF, "alpha": _LEAF, "dropout": _LEAF, "target_modules": _LEAF},
               "package": {"name": _LEAF, "version": _LEAF, "file": _LEAF, "sha256": _LEAF},
@@ -69,9 +66,12 @@ SCHEMA: dict[str, Any] = {
                          "length_penalty": _LEAF, "filter_threshold": _LEAF, "sample": _LEAF},
              "sandbox": {"timeout_s": _LEAF, "cpu_seconds": _LEAF, "memory_mb": _LEAF,
                          "file_mb": _LEAF, "processes": _LEAF}},
-    # verdict: the source review's (its catalog); claim and source: a paper's (the variants);
+    # prior: the source review's verdict (its catalog; `verdict`, the old spelling, is still
+    # read); claim and source: a paper's (the variants); modules: a hook trick's own modules
+    # (grpo_ablate/hook_tricks.py);
     # against: the arm it is compared with (default: baseline), one it can act on.
-    "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "verdict": _LEAF, "keys": _LEAF,
+    "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "prior": _LEAF, "verdict": _LEAF,
+              "keys": _LEAF, "modules": _LEAF,
               "catalog": _LEAF, "claim": _LEAF, "source": _LEAF, "against": _LEAF},
     "logger": {"backend": _LEAF, "project": _LEAF, "entity": _LEAF, "mode": _LEAF, "dir": _LEAF},
 }
@@ -111,19 +111,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "recipe.prompts_per_step": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
     "recipe.micro_groups": (lambda x: _int(x) and x >= 1,
                             "an integer >= 1 that divides recipe.prompts_per_step"),
-    "hooks.length_penalty": (lambda x: _num(x) and x >= 0, "a number >= 0"),
-    "hooks.global_adv_norm": (lambda x: isinstance(x, bool), "true or false"),
-    "hooks.reward_clip.low": (_num, "a number below hooks.reward_clip.high"),
-    "hooks.reward_clip.high": (_num, "a number above hooks.reward_clip.low"),
-    "hooks.filter_low_reward.threshold": (_num, "a number"),
-    "hooks.filter_low_reward.start": (_unit, "a fraction of training in [0, 1]"),
-    "hooks.filter_low_reward.end": (_unit, "a fraction of training in [0, 1]"),
-    "hooks.ema.decay": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
-    "hooks.soft_overlong.cache_fraction": (lambda x: _num(x) and 0 < x < 1,
-                                           "a fraction of max_completion_length in (0, 1)"),
-    "hooks.soft_overlong.weight": (lambda x: _num(x) and x > 0, "a number > 0"),
-    "hooks.dynamic_sampling.max_rounds": (lambda x: _int(x) and 1 <= x <= 100,
-                                          "an integer in [1, 100] (generation rounds a step)"),
+    "trick.modules": (lambda x: isinstance(x, list) and all(isinstance(v, str) and v for v in x),
+                      "a list of module names, e.g. [my_tricks.flip]"),
     "trick.catalog": (lambda x: x in ("review", "variants"), "one of: review, variants"),
     "eval.every_steps": (lambda x: _int(x) and x >= 0, "an integer >= 0 (0: start and end only)"),
     "eval.sampled_k": (lambda x: _int(x) and x >= 1, "an integer >= 1"),
@@ -192,8 +181,15 @@ def fmt(value: Any) -> str:
     return json.dumps(value)
 
 
-def check_keys(node: Any, schema: Any = SCHEMA, prefix: str = "") -> None:
+def full_schema() -> dict[str, Any]:
+    """SCHEMA with the `hooks:` keys of every hook trick registered now."""
+    return {**SCHEMA, "hooks": hook_tricks.schema()}
+
+
+def check_keys(node: Any, schema: Any = None, prefix: str = "") -> None:
     """Every key of `node` is one the schema (or GRPOConfig, under trainer) knows."""
+    if schema is None and not prefix:
+        schema = full_schema()
     if schema is _LEAF or node is None:
         return
     if not isinstance(node, dict):  # e.g. `adaptive=true` replaced the whole block
@@ -229,7 +225,7 @@ def get(cfg: dict, dotted: str) -> Any:
 
 
 def check_values(data: dict) -> None:
-    for key, (ok, allowed) in RULES.items():
+    for key, (ok, allowed) in {**RULES, **hook_tricks.rules()}.items():
         value = get(data, key)
         if value is not _MISSING and not ok(value):
             raise UserError(f"{key}={fmt(value)}: must be {allowed}")
@@ -237,7 +233,7 @@ def check_values(data: dict) -> None:
 
 def suggest(key: str) -> str:
     """A did-you-mean for a dotted key, from the schema (or GRPOConfig under trainer)."""
-    schema: Any = SCHEMA
+    schema: Any = full_schema()
     prefix = ""
     for part in key.split("."):
         allowed = grpo_config_fields() if schema == "GRPOConfig" else \
@@ -249,9 +245,10 @@ def suggest(key: str) -> str:
         schema = schema[part] if isinstance(schema, dict) else _LEAF
         prefix += part + "."
     parent = key.rsplit(".", 1)[0]
-    if "." in key and parent.count(".") >= 1 and get(SCHEMA, parent) not in (_MISSING, _LEAF):
+    if "." in key and parent.count(".") >= 1 and \
+            get(full_schema(), parent) not in (_MISSING, _LEAF):
         # A known key under a block that is null here (model.lora, hooks.ema): Hydra cannot
         # set one key inside null.
         return (f"{parent} is null here; allowed: the whole block, "
-                f"{parent}={{{','.join(f'{k}:...' for k in get(SCHEMA, parent))}}}")
+                f"{parent}={{{','.join(f'{k}:...' for k in get(full_schema(), parent))}}}")
     return "`grpo-ablate run --cfg job` lists every key"

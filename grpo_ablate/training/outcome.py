@@ -18,6 +18,7 @@ from grpo_ablate.config import (
     groups_per_step,
     model_label,
 )
+from grpo_ablate.hook_tricks import HOOKS, measure_of, reward_hooks
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import device_label, machine, package_version
 from grpo_ablate.training.diagnostics import diagnose, length_growth
@@ -137,12 +138,11 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
                                                        counts.get("dynamic_steps", 0))
     if tr.get("top_entropy_quantile", 1.0) < 1.0:  # by construction: the rest of the tokens
         details["entropy_masked_tokens"] = 1.0 - tr["top_entropy_quantile"]
+    for hook, _ in reward_hooks(cfg["hooks"]):  # registered reward functions
+        details.setdefault(hook.name, _fraction(counts.get(f"{hook.name}_changed", 0),
+                                                counts.get(f"{hook.name}_samples", 0)))
     measured = {
-        "hooks.reward_clip": ("reward_clip_samples", "samples whose reward the clip changed"),
-        "hooks.length_penalty": ("length_penalty_groups",
-                                 "groups whose advantages the length penalty changed"),
-        "hooks.filter_low_reward": ("filter_dropped_in_window",
-                                    "samples dropped, in the filter's window"),
+        **{f"hooks.{name}": measure_of(hook) for name, hook in HOOKS.items()},
         "trainer.max_grad_norm": ("grad_clip_differs_steps",
                                   "steps where its gradient clipping differs from the baseline's"),
         "trainer.epsilon_high": ("ratio_clip_high_tokens",
@@ -154,9 +154,6 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
                                               "ratio left the clip range (off-policy updates)"),
         "trainer.mask_truncated_completions": ("truncated_masked",
                                                "completions masked as truncated"),
-        "hooks.soft_overlong": ("overlong_punished", "completions punished for length"),
-        "hooks.dynamic_sampling": ("dynamic_filtered_groups",
-                                   "groups filtered out (all rewards equal)"),
         "trainer.top_entropy_quantile": ("entropy_masked_tokens",
                                          "tokens left out by the entropy quantile"),
     }

@@ -19,6 +19,7 @@ from transformers import AutoTokenizer
 from transformers.trainer_callback import PrinterCallback
 from trl import GRPOConfig
 
+from grpo_ablate import hook_tricks
 from grpo_ablate.config import RunSpec, grpo_kwargs
 from grpo_ablate.models import resolve_model_path
 from grpo_ablate.pausepoints import pause_point
@@ -81,6 +82,7 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
                   checkpoints=None):
     """The run's AblationGRPOTrainer, writing into `state` (a fresh RunState if None)."""
     cfg = spec.config
+    hook_tricks.import_modules(cfg["trick"].get("modules"))  # a rank process's own imports
     state = state if state is not None else RunState()
     kwargs = grpo_kwargs(cfg, output_dir)
     if wandb_run is not None:

@@ -30,6 +30,7 @@ from accelerate.utils import broadcast_object_list, gather
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from grpo_ablate.hook_tricks import reward_hooks
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.tricks import (
     filter_active,
@@ -270,6 +271,7 @@ class AblationGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["reward_unshaped"].append(torch.nanmean(raw).item())
             self._count_shaping(rewards_per_func, lengths, mode)
             rewards_per_func = shaped
+        rewards_per_func = self._registered_reward_hooks(rewards_per_func, lengths, mode)
         self._shaped_rewards = (rewards_per_func * weights).nansum(1)
         self._filter_keep = None
         window = self._filter_window()
@@ -281,6 +283,17 @@ class AblationGRPOTrainer(GRPOTrainer):
             self.activity["filter_samples"] += keep.numel()
             self.activity["filter_dropped"] += int((~keep).sum())
         return rewards_per_func
+
+    def _registered_reward_hooks(self, rewards: torch.Tensor, lengths: torch.Tensor,
+                                 mode: str) -> torch.Tensor:
+        """The hook tricks registered with a reward function (grpo_ablate/hook_tricks.py),
+        after the built-in shaping; training batches count the completions each changed."""
+        for hook, value in reward_hooks(self.ablation_hooks):
+            rewards, changed = hook.shape_rewards(rewards, lengths, value, self.num_generations)
+            if mode == "train":
+                self.activity[f"{hook.name}_samples"] += rewards.size(0)
+                self.activity[f"{hook.name}_changed"] += int(changed.sum())
+        return rewards
 
     def _count_shaping(self, rewards: torch.Tensor, lengths: torch.Tensor, mode: str) -> None:
         if mode != "train":
