@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablate.stats.decide import Settings, analyse
-from grpo_ablate.stats.tests import paired_power
+from grpo_ablate.stats.significance import paired_power
 
 
 def simulate(effects: dict[str, float], seeds: int, rng, seed_sd=0.04, run_sd=0.01) -> pd.DataFrame:

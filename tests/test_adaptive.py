@@ -18,7 +18,7 @@ from grpo_ablate import cli
 from grpo_ablate.config import specs_for
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import read_record, write_record
-from grpo_ablate.stats import plan as adaptive_plan
+from grpo_ablate.results import plan_file as adaptive_plan
 from grpo_ablate.stats.sequential import (
     Design,
     Ladder,
@@ -27,7 +27,7 @@ from grpo_ablate.stats.sequential import (
     obf_spent,
     take_look,
 )
-from grpo_ablate.stats.tests import Comparison, paired_compare
+from grpo_ablate.stats.significance import Comparison, paired_compare
 from grpo_ablate.training.outcome import make_record
 
 ROOT = Path(__file__).resolve().parent.parent

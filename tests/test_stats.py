@@ -11,7 +11,7 @@ from statsmodels.stats.power import TTestPower
 
 from grpo_ablate.stats.correct import bh_adjust, holm_adjust
 from grpo_ablate.stats.decide import Settings, analyse, verdict
-from grpo_ablate.stats.tests import mde, paired_compare, seeds_needed, welch_compare
+from grpo_ablate.stats.significance import first_n, mde, paired_compare, power, welch_compare
 
 P = [0.001, 0.04, 0.03, 0.2, 0.012, 0.5, 0.049]
 
@@ -61,11 +61,11 @@ def test_tost_matches_statsmodels():
     assert math.isclose(c.tost_p, p, rel_tol=1e-9)
 
 
-def test_mde_and_seeds_needed_match_statsmodels_power():
+def test_mde_and_first_n_seeds_match_statsmodels_power():
     sd, n, alpha = 0.03, 5, 0.05
     d = TTestPower().solve_power(nobs=n, alpha=alpha, power=0.8)
     assert math.isclose(mde("paired_t", sd, n, alpha), d * sd, rel_tol=1e-4)
-    need = seeds_needed("paired_t", sd, 0.02, alpha)
+    need = first_n(lambda k: power("paired_t", 0.02, sd, k, alpha), 2)
     assert TTestPower().power(0.02 / sd, need, alpha) >= 0.8 > TTestPower().power(0.02 / sd, need - 1, alpha)
 
 

@@ -13,9 +13,9 @@ from scipy import integrate, stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
 from grpo_ablate import cli
+from grpo_ablate.results.table import load_results
 from grpo_ablate.stats.decide import Settings, analyse, default_direction
-from grpo_ablate.stats.table import load_results
-from grpo_ablate.stats.tests import mde, paired_power, seeds_needed, welch_power
+from grpo_ablate.stats.significance import first_n, mde, paired_power, power, welch_power
 
 
 def write_csv(tmp_path, rows, columns=None, name="r.csv"):
@@ -260,8 +260,8 @@ def test_equivalence_p_values_are_holm_adjusted_like_significance():
     assert np.allclose([a["tost_p_adjusted"] for a in arms], ref)
 
 
-def test_seeds_needed_matches_statsmodels_for_welch():
-    need = seeds_needed("welch_t", 0.03, 0.02, 0.05)
+def test_first_n_seeds_matches_statsmodels_for_welch():
+    need = first_n(lambda k: power("welch_t", 0.02, 0.03, k, 0.05), 2)
     assert TTestIndPower().power(0.02 / 0.03, need, 0.05) >= 0.8 > \
         TTestIndPower().power(0.02 / 0.03, need - 1, 0.05)
 
@@ -340,10 +340,10 @@ def test_figure_titles_leave_out_missing_model_and_task():
 
 @pytest.mark.parametrize("test", ["paired_t", "welch_t"])
 @pytest.mark.parametrize("ratio", [0.05, 0.3, 1.0, 3.0, 12.0])
-def test_seeds_needed_is_the_first_n_with_enough_power(test, ratio):
-    from grpo_ablate.stats.tests import power
+def test_first_n_is_the_first_n_with_enough_power(test, ratio):
+    from grpo_ablate.stats.significance import power
 
-    need = seeds_needed(test, ratio, 1.0, 0.05 / 19)
+    need = first_n(lambda k: power(test, 1.0, ratio, k, 0.05 / 19), 2)
     assert power(test, 1.0, ratio, need, 0.05 / 19) >= 0.8
     assert need == 2 or power(test, 1.0, ratio, need - 1, 0.05 / 19) < 0.8
 

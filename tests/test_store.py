@@ -114,7 +114,7 @@ def test_records_written_before_the_machine_field_still_read(tmp_path):
 def test_a_report_over_runs_of_two_machines_says_so(tmp_path):
     from dataclasses import replace
 
-    from grpo_ablate.stats.table import load_results, machines_note
+    from grpo_ablate.results.table import load_results, machines_note
 
     m1 = {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "device": "cpu", "numeric_id": "aaaaaaaaaaaa"}
     m2 = {"cpu": "Intel Xeon", "cpu_flags": ["avx2", "avx512_bf16"], "device": "cpu",

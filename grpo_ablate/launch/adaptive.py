@@ -24,12 +24,12 @@ import pandas as pd
 from grpo_ablate.config import model_label
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
+from grpo_ablate.results.plan_file import BASELINE, PLAN_NAME, write_plan
+from grpo_ablate.results.table import load_results
 from grpo_ablate.runtime import say
 from grpo_ablate.stats.decide import default_direction, replay_ladder
-from grpo_ablate.stats.plan import BASELINE, PLAN_NAME, write_plan
 from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.stratum import Stratum
-from grpo_ablate.stats.table import load_results
 
 
 def design_from_config(block: dict, arms: list[str]) -> Design:

@@ -13,9 +13,10 @@ from grpo_ablate.errors import UserError
 from grpo_ablate.records import atomic_write_text, jsonable
 from grpo_ablate.report.markdown import render_markdown
 from grpo_ablate.report.settings import ReportSettings
+from grpo_ablate.results.plan_file import read_plan
+from grpo_ablate.results.table import load_results, machines_note
 from grpo_ablate.stats.decide import Settings, analyse
-from grpo_ablate.stats.plan import read_plan
-from grpo_ablate.stats.table import load_results, machines_note
+from grpo_ablate.stats.errors import ResultsError, SettingError
 
 SECONDARY = ["eval/reward_mean", "eval/sampled_accuracy", "eval/sampled_accuracy_train_temp"]
 
@@ -79,7 +80,12 @@ def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], obje
     settings, note = with_adaptive_plan(paths, settings)
     if note:
         warnings.append(note)
-    return analyse(df, settings, secondary=SECONDARY), warnings, df
+    try:
+        return analyse(df, settings, secondary=SECONDARY), warnings, df
+    except SettingError as exc:  # the statistics name the setting; the user typed a flag
+        raise UserError(f"--{exc.setting.replace('_', '-')} {exc.value}: {exc.problem}") from None
+    except ResultsError as exc:
+        raise UserError(str(exc)) from None
 
 
 def with_adaptive_plan(paths: list, settings: Settings) -> tuple[Settings, str | None]:

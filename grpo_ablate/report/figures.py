@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from grpo_ablate.config.catalog import load_catalog  # noqa: E402
 from grpo_ablate.records import read_history  # noqa: E402
-from grpo_ablate.stats.tests import mde  # noqa: E402
+from grpo_ablate.stats.significance import mde  # noqa: E402
 
 # Training curves: one row each (history keys), plus held-out accuracy (the decision metric).
 CURVE_KEYS = ("eval/accuracy", "reward", "kl", "entropy", "completions/mean_length", "grad_norm")

@@ -100,20 +100,15 @@ def ema_vs_raw(st: Stratum, metric: str, min_effect: float) -> list[dict]:
     return out
 
 
-def apply_activity(arms: list[dict], acts: dict[str, dict], inert_below: float) -> None:
-    """An arm whose trick hardly acted is `inert`, not `no_effect`: it was not tested."""
+def note_activity(arms: list[dict], acts: dict[str, dict], inert_below: float) -> None:
+    """Each arm entry gets its trick's activity; a decided effect of a trick that hardly
+    acted gets a note (the verdict's inert rule, decide.inert_rule, left it standing)."""
     for entry in arms:
         act = acts.get(entry["arm"])
         entry["activity"] = act
-        if act is None:
-            continue
-        if act["acted"] < inert_below:
-            if entry["verdict"] in ("no_effect", "negligible", "inconclusive"):
-                entry["verdict"] = "inert"
-            else:
-                entry["notes"].append(f"the trick acted on only {act['acted']:.1%} "
-                                      f"({act['measure']}), yet the outcome moved")
-
+        if act is not None and act["acted"] < inert_below and entry["verdict"] != "inert":
+            entry["notes"].append(f"the trick acted on only {act['acted']:.1%} "
+                                  f"({act['measure']}), yet the outcome moved")
 
 
 def single_run_illusion(st: Stratum, arms: list[dict], metric: str, min_effect: float,

@@ -23,21 +23,21 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_ablate.errors import UserError
 from grpo_ablate.stats.accounting import (
     activity,
-    apply_activity,
     budget,
     diagnostics,
     ema_vs_raw,
+    note_activity,
     recipe,
     single_run_illusion,
 )
+from grpo_ablate.stats.columns import metric_columns
 from grpo_ablate.stats.correct import adjust
+from grpo_ablate.stats.errors import ResultsError, SettingError
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
+from grpo_ablate.stats.significance import mde
 from grpo_ablate.stats.stratum import Stratum, clean, compare, mean_std
-from grpo_ablate.stats.table import metric_columns
-from grpo_ablate.stats.tests import mde
 from grpo_ablate.stats.waiting import waiting_on
 
 STABILITY_METRICS = ("kl_final", "kl_max", "entropy_ratio_final", "length_growth",
@@ -69,11 +69,32 @@ class Settings:
         return self.direction or default_direction(self.metric)
 
 
+UNTESTED = ("no_effect", "negligible", "inconclusive")  # what a trick that did not act gets
+
+
 def verdict(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, alpha: float,
-            min_effect: float, direction: str = "higher") -> str:
+            min_effect: float, direction: str = "higher", exact_zero: bool = False,
+            acted: float | None = None, inert_below: float = 0.05) -> str:
     """improves/harms: significant and the CI excludes 0 on that side; negligible:
-    significant but the CI lies inside +/- min_effect; no_effect: TOST shows equivalence;
-    else inconclusive. p > alpha alone never means no effect."""
+    significant but the CI lies inside +/- min_effect; no_effect: TOST shows equivalence, or
+    `exact_zero` (identical to the baseline on every matched seed); else inconclusive. p >
+    alpha alone never means no effect. Then the inert rule (`inert`)."""
+    return inert_rule(_outcome(p_adjusted, ci_low, ci_high, tost_p, alpha, min_effect,
+                               direction, exact_zero), acted, inert_below)
+
+
+def inert_rule(outcome: str, acted: float | None, inert_below: float) -> str:
+    """A trick that acted on fewer than `inert_below` of its units was not tested: `inert`
+    instead of no_effect, negligible or inconclusive. A decided effect stays (with a note)."""
+    if acted is not None and acted < inert_below and outcome in UNTESTED:
+        return "inert"
+    return outcome
+
+
+def _outcome(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, alpha: float,
+             min_effect: float, direction: str, exact_zero: bool) -> str:
+    if exact_zero:
+        return "no_effect"
     if direction == "lower":  # improvement = a lower value: flip the interval
         ci_low, ci_high = -ci_high, -ci_low
     significant = not math.isnan(p_adjusted) and p_adjusted < alpha
@@ -89,18 +110,20 @@ def verdict(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, alp
 
 
 def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direction: str,
-                   full: bool = True) -> dict:
+                   full: bool = True, acts: dict[str, dict] | None = None) -> dict:
     """One stratum, one metric: baseline summary and one entry per arm. `full` adds the
-    robustness columns and power (the primary metric); secondary metrics skip them."""
+    robustness columns and power (the primary metric); secondary metrics skip them. `acts`:
+    each arm's trick activity (the primary metric's verdicts apply the inert rule)."""
     comps = [st.compare(arm, st.against_of(arm), metric, s.min_effect, full) for arm in st.arms]
     k = max(1, sum(not math.isnan(c.p_value) for c in comps))
     p_adj = adjust([c.p_value for c in comps], correction)
     tost_adj = adjust([c.tost_p for c in comps], correction)
     entries = []
     for arm, c, pa, ta in zip(st.arms, comps, p_adj, tost_adj, strict=True):
-        v = verdict(pa, c.ci_low, c.ci_high, ta, s.alpha, s.min_effect, direction)
-        if c.exact and c.diff == 0.0 and c.n >= 2:
-            v = "no_effect"  # identical on every matched seed: the equivalence is exact
+        act = (acts or {}).get(arm)
+        v = verdict(pa, c.ci_low, c.ci_high, ta, s.alpha, s.min_effect, direction,
+                    exact_zero=c.exact and c.diff == 0.0 and c.n >= 2,
+                    acted=act["acted"] if act else None, inert_below=s.inert_below)
         vals = st.column(arm, metric)
         mean, std = mean_std(vals)
         diverged, failed = st.counts.get(arm, (0, 0))
@@ -152,9 +175,12 @@ def replay_ladder(st: Stratum, design: Design, direction: str) -> tuple[Ladder, 
     return ladder, None
 
 
-def apply_ladder(arms: list[dict], ladder: Ladder, pending: int | None, runs: int) -> dict:
-    """An adaptive sweep's verdicts are its looks' decisions: the arm entries get them,
-    and the stratum gets the plan and the runs saved against fixed n at the last rung."""
+def apply_ladder(arms: list[dict], ladder: Ladder, pending: int | None, runs: int,
+                 acts: dict[str, dict] | None = None, inert_below: float = 0.05) -> dict:
+    """An adaptive sweep's verdicts are its looks' decisions (then the inert rule): the arm
+    entries get them, and the stratum gets the plan and the runs saved against fixed n at
+    the last rung."""
+    acted = {a: act["acted"] for a, act in (acts or {}).items() if act}
     d = ladder.design
     for entry in arms:
         got = ladder.settled.get(entry["arm"])
@@ -162,11 +188,11 @@ def apply_ladder(arms: list[dict], ladder: Ladder, pending: int | None, runs: in
             entry["notes"].append("not in the adaptive plan: a fixed-n verdict")
             continue
         if got is None:
-            entry["verdict"] = "inconclusive"
+            entry["verdict"] = inert_rule("inconclusive", acted.get(entry["arm"]), inert_below)
             entry["adaptive"] = {"look": None, "seeds": None, "reason": "open",
                                  "next_seeds": d.rungs[pending] if pending is not None else None}
             continue
-        entry["verdict"] = got.verdict
+        entry["verdict"] = inert_rule(got.verdict, acted.get(entry["arm"]), inert_below)
         entry["adaptive"] = {k: clean(v) for k, v in asdict(got).items()}
     fixed = (len(ladder.arms) + 1) * d.rungs[-1]
     return {"design": asdict(d), "plan": d.table(len(ladder.arms)), "looks_done": ladder.looks_done,
@@ -187,15 +213,15 @@ def settle_waiting(arms: list[dict], s: Settings, comparisons: int,
 
 
 # ---------------------------------------------------------------------------- the whole report
-def check_metric(df: pd.DataFrame, metric: str, flag: str = "--metric") -> None:
+def check_metric(df: pd.DataFrame, metric: str) -> None:
     available = metric_columns(df)
     if metric not in df.columns:
-        raise UserError(f"{flag} {metric}: no run has it; available: "
-                        + (", ".join(available) or "no numeric metric column"))
+        raise SettingError("metric", metric, "no run has it; available: "
+                           + (", ".join(available) or "no numeric metric column"))
     if metric not in available:
         bad = next((v for v in df[metric] if not _is_number(v)), "?")
-        raise UserError(f"{flag} {metric}: the column is not numeric (holds {bad!r}); allowed: "
-                        "numeric columns: " + (", ".join(available) or "none"))
+        raise SettingError("metric", metric, f"the column is not numeric (holds {bad!r}); "
+                           "allowed: numeric columns: " + (", ".join(available) or "none"))
 
 
 def _is_number(value) -> bool:
@@ -209,8 +235,8 @@ def _is_number(value) -> bool:
 def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -> dict:
     """The whole report.json: one entry per (model, task) stratum."""
     if s.baseline not in set(df["arm"]):
-        raise UserError(f"--baseline {s.baseline}: no such arm in the results; arms: "
-                        + ", ".join(sorted(set(df["arm"]))))
+        raise SettingError("baseline", s.baseline, "no such arm in the results; arms: "
+                           + ", ".join(sorted(set(df["arm"]))))
     check_metric(df, s.metric)
     direction = s.metric_direction
     numeric = set(metric_columns(df))
@@ -226,16 +252,18 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
         wanted = [s.metric, f"raw/{s.metric}", *(secondary or []),
                   *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
         st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric])
-        primary = analyse_metric(st, s, s.metric, s.correction, direction)
+        acts = activity(st)
+        primary = analyse_metric(st, s, s.metric, s.correction, direction, acts=acts)
         if primary["baseline"]["n"] < 2:
-            raise UserError(
-                f"--baseline {s.baseline}: {primary['baseline']['n']} usable run(s) for "
+            raise SettingError(
+                "baseline", s.baseline, f"{primary['baseline']['n']} usable run(s) for "
                 f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
         adaptive = None
         if s.sequential is not None and s.sequential.metric == s.metric:
             ladder, pending = replay_ladder(st, s.sequential, direction)
-            adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub))
-        apply_activity(primary["arms"], activity(st), s.inert_below)
+            adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub),
+                                    acts=acts, inert_below=s.inert_below)
+        note_activity(primary["arms"], acts, s.inert_below)
         settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
         stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                    "arms": primary["arms"], "comparisons": primary["k"]}
@@ -273,7 +301,7 @@ def _check_one_recipe(sub: pd.DataFrame, baseline: str, model: str, task: str) -
     keys = sub.loc[sub["arm"] == baseline, "config_key"].dropna().unique()
     if len(keys) > 1:
         dirs = sorted(set(sub.loc[sub["arm"] == baseline, "sweep_dir"].dropna()))
-        raise UserError(f"{model}/{task}: the {baseline} runs come from {len(keys)} different "
+        raise ResultsError(f"{model}/{task}: the {baseline} runs come from {len(keys)} different "
                         f"recipes ({', '.join(dirs) or 'one folder'}); allowed: one recipe per "
                         "report (report those sweeps separately)")
 

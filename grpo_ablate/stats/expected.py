@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
-from grpo_ablate.stats.tests import paired_compare
+from grpo_ablate.stats.significance import paired_compare
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,7 @@ def _direction_verdict(c, min_effect: float, direction: str) -> str:
 
 def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> Ladder:
     """One look: `comparisons` maps each open arm to its Comparison on the seeds of this
-    rung (grpo_ablate.stats.tests). Settles arms in place and returns the ladder."""
+    rung (grpo_ablate.stats.significance). Settles arms in place and returns the ladder."""
     d = ladder.design
     k = ladder.looks_done
     last = k == len(d.rungs) - 1

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from grpo_ablate.stats.tests import Comparison, paired_compare, welch_compare
+from grpo_ablate.stats.significance import Comparison, paired_compare, welch_compare
 
 MIN_OVERLAP = 3  # partly matched seeds: pair on the overlap when it has at least this many
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from grpo_ablate.stats.sequential import Design
-from grpo_ablate.stats.tests import first_n, power, tost_power
+from grpo_ablate.stats.significance import first_n, power, tost_power
 
 POWER = 0.8
 DECIDED = ("improves", "harms", "negligible", "no_effect")

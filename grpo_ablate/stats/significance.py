@@ -238,37 +238,6 @@ def mde(test: str, sd: float, n: int, alpha: float, power_target: float = 0.8,
     return sd * _unit_mde(test, n, nb, alpha, power_target)
 
 
-def seeds_needed(test: str, sd: float, effect: float, alpha: float, power_target: float = 0.8,
-                 max_n: int = 10_000) -> int | None:
-    """Seeds per arm needed to detect `effect` with `power_target`; None when undefined."""
-    if not sd > 0 or not effect > 0:
-        return None
-    # The normal approximation lands within a few seeds of the exact t answer: evaluate a
-    # small window of n around it at once, and slide the window until it holds the answer.
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power_target)
-    scale = 1.0 if test == "paired_t" else 2.0
-    guess = (z * sd / effect) ** 2 * scale
-    if guess > max_n:
-        return None
-    lo, width = max(2, int(guess) - 4), 16
-    while True:
-        ns = np.arange(lo, min(max_n, lo + width - 1) + 1)
-        if test == "paired_t":
-            df, nc = ns - 1.0, effect / sd * np.sqrt(ns)
-        else:
-            df, nc = 2.0 * ns - 2, effect / (sd * np.sqrt(2.0 / ns))
-        crit = stats.t.ppf(1 - alpha / 2, df)
-        enough = stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc) >= power_target
-        if enough[0] and lo > 2:  # the answer is below the window
-            lo = max(2, lo - width)
-        elif enough.any():
-            return int(ns[np.argmax(enough)])
-        elif ns[-1] >= max_n:
-            return None
-        else:
-            lo, width = int(ns[-1]) + 1, width * 2
-
-
 @lru_cache(maxsize=4096)
 def tost_power(diff: float, sd: float, n: int, alpha: float, margin: float,
                test: str = "paired_t") -> float:

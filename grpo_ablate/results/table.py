@@ -21,8 +21,8 @@ from grpo_ablate.config.review import recipe_departures
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import STATUSES, scan_records
 from grpo_ablate.runtime import describe_machine
+from grpo_ablate.stats.columns import ID_COLUMNS
 
-ID_COLUMNS = ("arm", "seed", "model", "task", "status")
 # Where and how fast a run went, not what it computed: two records of one run may differ here.
 TIMINGS = ("run_id", "sweep_dir", "wall_seconds", "budget/wall_seconds", "budget/eval_seconds",
            "budget/generation_seconds", "machine", "machine_id")
@@ -165,15 +165,6 @@ def _normalise(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         notes.append(f"{len(copies)} exact duplicate run(s) dropped, kept once: " + "; ".join(
             f"arm={a} seed={s}" for _, _, a, s in copies[:5]))
     return df, notes
-
-
-def metric_columns(df: pd.DataFrame) -> list[str]:
-    """Numeric columns a user could pick as --metric."""
-    skip = set(ID_COLUMNS) | {"run_id", "error", "sweep_dir", "config_key", "diagnostic_rules",
-                              "recipe_departures", "machine_id", "machine", "against", "prior",
-                              "wall_seconds", "activity", "activity_measure"}
-    return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])
-            and not c.startswith(("budget/", "activity/", "values/"))]
 
 
 def machines_note(df: pd.DataFrame) -> str | None:
