@@ -98,6 +98,11 @@ def apply_thread_share() -> None:
         torch.set_num_threads(int(threads))
 
 
+def process_rank() -> int:
+    """This process's rank in a multi-process run (set by `accelerate launch`); 0 alone."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def cuda_may_exist() -> bool:
     """False when this machine has no GPU driver at all (no NVIDIA or ROCm device nodes):
     then no CUDA device can be visible, and torch need not be imported to know it."""

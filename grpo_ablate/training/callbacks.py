@@ -1,5 +1,5 @@
 """Trainer callbacks: per-step history, held-out evals (raw and EMA), the divergence guard,
-the review's monitoring rules, and fault-injection pacing. None of them consumes the
+and the review's monitoring rules (fault injection: faults.py). None of them consumes the
 training RNG, so turning one on never changes the training run."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from transformers import TrainerCallback
 
-from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.tricks import WeightEMA
 
@@ -116,19 +115,3 @@ class EvalCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         self._run(model, state.global_step, final=True)
-
-
-class PacingCallback(TrainerCallback):
-    """Fault injection: `faults.sleep_per_step` slows each step (for concurrency tests); the
-    `mid_training` pause point sits after step 2, and `after_step` after every step (its
-    n-th time: step n of the process's first run), for kill-and-resume tests."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.seconds:
-            time.sleep(self.seconds)
-        if state.global_step == 2:
-            pause_point("mid_training")
-        pause_point("after_step")

@@ -24,7 +24,7 @@ from grpo_ablate.config import RunSpec, grpo_kwargs
 from grpo_ablate.models import resolve_model_path
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import RunRecord
-from grpo_ablate.runtime import say
+from grpo_ablate.runtime import process_rank, say
 from grpo_ablate.tasks import get_task
 from grpo_ablate.tasks.evaluation import generation_backend, policy_rewards
 from grpo_ablate.training.callbacks import (
@@ -32,7 +32,6 @@ from grpo_ablate.training.callbacks import (
     DivergenceGuard,
     EvalCallback,
     HistoryCallback,
-    PacingCallback,
 )
 from grpo_ablate.training.checkpoint import (
     PREFIX,
@@ -41,6 +40,7 @@ from grpo_ablate.training.checkpoint import (
     resume_lines,
     run_checkpoints,
 )
+from grpo_ablate.training.faults import FaultInjection, PacingCallback
 from grpo_ablate.training.outcome import final_metrics, make_record, run_machine
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
@@ -60,15 +60,10 @@ from grpo_ablate.training.wandb_logger import (
 log = logging.getLogger(__name__)
 
 
-def make_reward_function(task, faults: dict, cost: dict):
+def make_reward_function(task, cost: dict):
     """The task's reward as a TRL reward function; also counts generation cost."""
 
     def reward(prompts, completions, completion_ids, trainer_state=None, **kwargs):
-        at, rank = faults.get("reward_raises_at_step"), faults.get("reward_raises_on_rank")
-        if at is not None and trainer_state is not None and trainer_state.global_step >= at \
-                and rank in (None, process_rank()):
-            raise RuntimeError(f"injected fault: reward function raised at step "
-                               f"{trainer_state.global_step}")
         cost["completions"] += len(completions)
         cost["completion_tokens"] += sum(len(ids) for ids in completion_ids)
         return task.reward(completions, **kwargs)
@@ -89,14 +84,16 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
         callbacks = [*callbacks, WandbHistoryCallback(wandb_run, HISTORY_KEYS)]
     if checkpoints is not None:
         callbacks = [*callbacks, checkpoints[1]]
-    rewards = [make_reward_function(task, cfg["faults"], state.cost)]
+    faults = FaultInjection(cfg["faults"])
+    callbacks = [faults, *callbacks]  # first: a KL blow-up rewrites what the others read
+    rewards = [faults.wrap_reward(make_reward_function(task, state.cost))]
     soft = cfg["hooks"].get("soft_overlong")
     if soft is not None:  # TRL's function as a second reward, at its weight
         rewards.append(SoftOverlongReward(cfg["trainer"]["max_completion_length"],
                                           soft["cache_fraction"], state.activity))
         kwargs["reward_weights"] = [1.0, soft["weight"]]
     pause_point("model_load")
-    return AblationGRPOTrainer(
+    trainer = AblationGRPOTrainer(
         model=model_path,  # a path: TRL builds the frozen reference from the same checkpoint
         reward_funcs=rewards,
         run_state=state,
@@ -106,9 +103,10 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
         processing_class=tokenizer,
         callbacks=callbacks,
         hooks=cfg["hooks"],
-        faults=cfg["faults"],
         peft_config=lora_config(cfg["model"].get("lora")),
     )
+    faults.attach(trainer)
+    return trainer
 
 
 def lora_config(lora: dict | None):
@@ -122,11 +120,6 @@ def lora_config(lora: dict | None):
     return LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                       target_modules=modules if modules == "all-linear" else list(modules),
                       task_type="CAUSAL_LM")
-
-
-def process_rank() -> int:
-    """This process's rank in a multi-process run (set by `accelerate launch`); 0 alone."""
-    return int(os.environ.get("RANK", "0"))
 
 
 def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, list[dict]]:

@@ -1,8 +1,7 @@
 """The one module that touches TRL internals.
 
 `AblationGRPOTrainer` is TRL's real `GRPOTrainer` plus the tricks TRL lacks, wired in at two
-private override points (and two public ones: the loss, for the filter's normaliser and
-fault injection, and logging); plus, for mid-run checkpoints that resume bit for bit, three
+private override points (and one public one: the loss, for the filter's normaliser); plus, for mid-run checkpoints that resume bit for bit, three
 more (`_save_checkpoint`, `_get_train_sampler`, the Trainer's `_run_epoch`), and the run's
 seed for TRL's colocated vLLM engine. With every hook off it computes exactly what the bare
 trainer computes (tests/test_runs.py). TRL is pinned in pyproject.toml;
@@ -178,14 +177,13 @@ class AblationGRPOTrainer(GRPOTrainer):
     `activity` counts how often each of these tricks acted (samples clipped, groups whose
     advantages the length penalty changed, samples dropped), for the record."""
 
-    def __init__(self, *args: Any, hooks: dict | None = None, faults: dict | None = None,
+    def __init__(self, *args: Any, hooks: dict | None = None,
                  run_state: RunState | None = None, checkpoints=None, **kwargs: Any) -> None:
         """`run_state`: where the activity and generation time are counted (shared with the
         callbacks and the tricks that count outside this class); `checkpoints`: the run's
         RunCheckpoints and CheckpointSchedule, or None (no mid-run checkpoints)."""
         check_trl_compat()
         self.ablation_hooks = hooks or {}
-        self.faults = faults or {}
         self.run_state = run_state if run_state is not None else RunState()
         self.activity = self.run_state.activity
         self.run_checkpoints, self.checkpoint_schedule = checkpoints or (None, None)
@@ -368,7 +366,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.activity["dynamic_cap_hit"] += int(capped)
         return merge_groups(outs, kept, group, self.processing_class.pad_token_id)
 
-    # -- the loss: per-sequence averages over kept samples; fault injection ---------------
+    # -- the loss: per-sequence averages over kept samples ----------------------------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         keep = inputs.get("filter_keep")
@@ -376,9 +374,6 @@ class AblationGRPOTrainer(GRPOTrainer):
             # Over the kept sequences of every process's micro-batch, not this one's alone.
             loss = loss * kept_loss_scale(keep, self.accelerator.gather,
                                           self.accelerator.num_processes)
-        at = self.faults.get("nan_loss_at_step")
-        if at is not None and self.state.global_step + 1 >= at:
-            loss = loss * float("nan")
         return loss
 
     # -- held-out evaluation on the engine training generates with (trainer.use_vllm) -----
@@ -401,10 +396,3 @@ class AblationGRPOTrainer(GRPOTrainer):
                 setattr(engine, name, value)
             self._last_loaded_step = -1
         return self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
-
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        at = self.faults.get("kl_blowup_at_step")
-        kl = self._metrics["train"].get("kl")
-        if at is not None and kl and self.state.global_step >= at:
-            self._metrics["train"]["kl"] = [1.0e4] * len(kl)
-        super().log(logs, start_time)
