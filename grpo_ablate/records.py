@@ -168,16 +168,24 @@ def run_lock(sweep_dir: Path, run_id: str):
     """Yields True if this process holds the run's lock, False if another process does."""
     lock_dir = Path(sweep_dir) / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lock_dir / f"{run_id}.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
+    lock = try_lock(lock_dir / f"{run_id}.lock")
+    if lock is None:
         yield False
         return
     try:
         yield True
     finally:
         lock.release()
+
+
+def try_lock(path: Path) -> FileLock | None:
+    """The lock file at `path`, held by this process; None when another process holds it."""
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return None
+    return lock
 
 
 def clean_partials(run_dir: Path) -> None:

@@ -50,9 +50,8 @@ def check_vllm(trainer: dict) -> None:
     if trainer["use_cpu"]:
         raise UserError("trainer.use_vllm=true: vLLM generates on a CUDA device, and this run is "
                         "on the CPU; allowed: false here, or a machine with a GPU")
-    if importlib.util.find_spec("vllm") is None:
-        raise UserError("trainer.use_vllm=true: vllm is not installed; allowed: false, or "
-                        "`pip install -e .[vllm]` (or `pip install 'grpo-ablate[vllm]'`) first")
+    need_package("vllm", "trainer.use_vllm=true: vllm is not installed; allowed: false, or "
+                 "`pip install -e .[vllm]` (or `pip install 'grpo-ablate[vllm]'`) first")
 
 
 def check_lora(model: dict) -> None:
@@ -65,9 +64,14 @@ def check_lora(model: dict) -> None:
     if missing:
         raise UserError(f"model.lora: {', '.join('model.lora.' + k for k in missing)} missing; "
                         "allowed: null, or all of r, alpha, dropout, target_modules")
-    if importlib.util.find_spec("peft") is None:
-        raise UserError("model.lora: peft is not installed; allowed: model.lora=null, or "
-                        "`pip install 'grpo-ablate[lora]'` first")
+    need_package("peft", "model.lora: peft is not installed; allowed: model.lora=null, or "
+                 "`pip install 'grpo-ablate[lora]'` first")
+
+
+def need_package(module: str, missing: str) -> None:
+    """An optional package a setting needs, looked up without importing it."""
+    if importlib.util.find_spec(module) is None:
+        raise UserError(missing)
 
 
 def check_relations(data: dict) -> None:

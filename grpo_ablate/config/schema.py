@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
 from grpo_ablate import hook_tricks
 from grpo_ablate.config.trainer import grpo_config_fields
 from grpo_ablate.errors import UserError
+from grpo_ablate.values import is_fraction, is_int, is_number, or_null
 
 ACCELERATE_CONFIGS = ("ddp", "zero2", "zero3")  # conf/accelerate/<name>.yaml
 # The published schemas a task file can name (conf/task/<preset>.yaml; docs/tasks.md).
@@ -77,21 +77,7 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def _num(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _opt(pred: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda x: x is None or pred(x)
-
-
-def _unit(x: Any) -> bool:
-    return _num(x) and 0.0 <= x <= 1.0
-
+_num, _int, _unit, _opt = is_number, is_int, is_fraction, or_null  # short: the table is long
 
 # key -> (predicate, what is allowed)
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {

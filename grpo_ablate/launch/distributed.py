@@ -27,14 +27,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from grpo_ablate.config import RunSpec
 from grpo_ablate.config.layout import gpus_for
 from grpo_ablate.config.paths import ACCELERATE_DIR
 from grpo_ablate.errors import UserError
 from grpo_ablate.models import resolve_model_path
-from grpo_ablate.records import RunRecord
+from grpo_ablate.records import RunRecord, try_lock
 from grpo_ablate.runtime import apply_thread_share, quiet_libraries, visible_gpus
 from grpo_ablate.tasks import get_task
 from grpo_ablate.training.checkpoint import announce_resume
@@ -58,10 +56,8 @@ def reserve_gpus(count: int, gpus: list[str], lock_dir: Path = GPU_LOCKS,
         with ExitStack() as held:
             mine: list[str] = []
             for gpu in gpus:
-                lock = FileLock(str(lock_dir / f"gpu-{gpu}.lock"))
-                try:
-                    lock.acquire(timeout=0)
-                except Timeout:
+                lock = try_lock(lock_dir / f"gpu-{gpu}.lock")
+                if lock is None:
                     continue
                 held.callback(lock.release)
                 mine.append(gpu)

@@ -93,17 +93,17 @@ def render_markdown(report: dict, figures: list[str]) -> str:
     if len(report["strata"]) > 1:
         lines += _strata(report)
     if report.get("strata_without_baseline"):
-        lines += ["", "## Strata without a baseline (not analysed)", ""]
+        lines += section("Strata without a baseline (not analysed)")
         lines += [f"- {s['model']}/{s['task']}: {s['runs']} runs of {', '.join(s['arms'])}; no "
                   f"`{report['baseline']}` runs to compare with"
                   for s in report["strata_without_baseline"]]
     if report.get("recipe_departures"):
-        lines += ["", "## Where the baseline departs from the review's recipe", ""]
+        lines += section("Where the baseline departs from the review's recipe")
         lines += [f"- {d}" for d in report["recipe_departures"]]
     if report.get("warnings"):
-        lines += ["", "## Warnings", ""] + [f"- {w}" for w in report["warnings"]]
+        lines += section("Warnings") + [f"- {w}" for w in report["warnings"]]
     if figures:
-        lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in figures]
+        lines += section("Figures") + [f"![{f}](figures/{f})" for f in figures]
     return "\n".join(lines) + "\n"
 
 
@@ -132,12 +132,17 @@ REASONS = {"efficacy": "crossed the efficacy boundary", "equivalence": "equivale
            "futility": "stopped for futility", "open": "still open"}
 
 
+def section(title: str) -> list[str]:
+    """A report section's heading, set off by blank lines."""
+    return ["", f"## {title}", ""]
+
+
 def _adaptive(st: dict) -> list[str]:
     ad = st.get("adaptive")
     if not ad:
         return []
     d = ad["design"]
-    lines = ["", "## Adaptive seed ladder", "",
+    lines = [*section("Adaptive seed ladder"),
              f"Declared before the first run: rungs {' -> '.join(map(str, d['rungs']))} seeds, "
              f"alpha {d['alpha']} spent over the looks (O'Brien-Fleming type) with Holm across "
              f"the {len(d['arms'])} arms, equivalence margin ±{d['min_effect']}, futility stop "
@@ -181,7 +186,7 @@ def _activity(st: dict) -> list[str]:
     acts = [(x["arm"], x["activity"]) for x in st["arms"] if x.get("activity")]
     if not acts:
         return []
-    out = ["", "## How much each trick acted", "",
+    out = [*section("How much each trick acted"),
            "Values used: a reward trick's settings in the task's reward units, as the trainer "
            "applied them (measured on the SFT policy's rewards when the task sets them as "
            "quantiles, `task.shaping.scale=sft_quantiles`).", "",
@@ -200,7 +205,7 @@ def _budget(st: dict) -> list[str]:
         return []
     keys = [k for k in ("optimizer_steps", "completions", "completion_tokens", "total_lr")
             if k in next(iter(b.values()))]
-    out = ["", "## Budget per arm (means over runs; ratio to the baseline)", "",
+    out = [*section("Budget per arm (means over runs; ratio to the baseline)"),
            "| arm | " + " | ".join(keys) + " | differs |", "|---|" + "---|" * (len(keys) + 1)]
     for arm, row in b.items():
         cells = [f"{_f(row[k], 4 if k == 'total_lr' else 0)} (x{_f(row['ratio'][k], 2)})"
@@ -216,7 +221,7 @@ def _ema(st: dict, metric: str) -> list[str]:
     rows = st.get("ema_vs_raw") or []
     if not rows:
         return []
-    out = ["", "## Averaged (EMA) against raw weights, within the arm (paired by seed)", "",
+    out = [*section("Averaged (EMA) against raw weights, within the arm (paired by seed)"),
            f"| arm | n | EMA {metric} | raw | diff | 95% CI | p adj | regret EMA | regret raw |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -246,7 +251,7 @@ def _stability(st: dict) -> list[str]:
 def _illusion(st: dict) -> list[str]:
     il = st["single_run_illusion"]
     frac = il["unconfirmed_fraction"]
-    out = ["", "## The single-run illusion", "",
+    out = [*section("The single-run illusion"),
            f"Of {il['single_run_improves']} single-seed comparisons that say \"improves\" "
            f"(trick seed s vs baseline seed s, by at least min-effect), "
            f"{il['unconfirmed_improves']} ({_f(frac * 100 if frac is not None else None, 0)}%) "
@@ -275,7 +280,7 @@ def _recipe(st: dict) -> list[str]:
                     if (u.get("waiting_on") or {}).get("more_seeds") is not None
                     else f"{u['arm']} ({waiting_cell(u.get('waiting_on'))})"
                     for u in r["undecided"])
-    return ["", "## Recommended minimal recipe", "",
+    return [*section("Recommended minimal recipe"),
             f"- Baseline plus: {', '.join(r['keep']) or 'nothing (no trick significantly improves)'}",
             f"- Safe to drop (shown to do nothing that matters): {', '.join(r['safe_to_drop']) or '-'}",
             f"- Avoid (significantly harms): {', '.join(r['avoid']) or '-'}",
@@ -286,14 +291,14 @@ def _recipe(st: dict) -> list[str]:
 def _diag(st: dict) -> list[str]:
     if not st["diagnostics"]:
         return []
-    out = ["", "## Monitoring-rule hits (runs per arm)", ""]
+    out = section("Monitoring-rule hits (runs per arm)")
     out += [f"- {arm}: " + ", ".join(f"{r} x{n}" for r, n in sorted(rules.items()))
             for arm, rules in sorted(st["diagnostics"].items())]
     return out
 
 
 def _failures(st: dict) -> list[str]:
-    out = ["", "## Diverged and failed runs", ""]
+    out = section("Diverged and failed runs")
     if not st["failures"]:
         return out + ["None."]
     out += ["Diverged runs count as results (their final evaluation); failed runs are listed "
@@ -305,7 +310,7 @@ def _failures(st: dict) -> list[str]:
 def _strata(report: dict) -> list[str]:
     names = [f"{s['model']}/{s['task']}" for s in report["strata"]]
     arms = sorted({a["arm"] for s in report["strata"] for a in s["arms"]})
-    out = ["", "## Verdicts per stratum", "", "| arm | " + " | ".join(names) + " |",
+    out = [*section("Verdicts per stratum"), "| arm | " + " | ".join(names) + " |",
            "|---|" + "---|" * len(names)]
     for arm in arms:
         cells = [next((a["verdict"] for a in s["arms"] if a["arm"] == arm), "-")

@@ -132,12 +132,8 @@ def stratum_grid(wr, report: dict, runs: SweepRuns, model: str, task: str):
 
 def waiting_lines(report: dict) -> list[str]:
     """One line per open arm of every stratum: what would settle it."""
-    out = []
-    for st in report["strata"]:
-        for a in st["arms"]:
-            if a.get("waiting_on"):
-                out.append(f"{st['model']} / {st['task']} / {a['arm']}: {a['waiting_on']['text']}")
-    return out
+    return [f"{st['model']} / {st['task']} / {a['arm']}: {a['waiting_on']['text']}"
+            for st in report["strata"] for a in st["arms"] if a.get("waiting_on")]
 
 
 def build_report(report: dict, runs: SweepRuns, summary_id: str | None, figures: list[str]):
@@ -187,8 +183,9 @@ def build_workspace(report: dict, runs: SweepRuns):
 
 
 # --------------------------------------------------------------------------- the private API
-def report_spec(built) -> str:
-    """The JSON `Report.save()` sends (its `_to_model()` dumped by alias)."""
+def view_spec(built) -> str:
+    """The JSON `Report.save()` or `Workspace.save()` sends (its `_to_model()` dumped by
+    alias)."""
     return built._to_model().model_dump_json(by_alias=True, exclude_none=True)
 
 
@@ -197,10 +194,6 @@ def report_from_spec(text: str):
     from wandb_workspaces.reports.v2 import internal
 
     return wr.Report._from_model(internal.ReportViewspec.model_validate_json(text))
-
-
-def workspace_spec(built) -> str:
-    return built._to_model().model_dump_json(by_alias=True, exclude_none=True)
 
 
 def workspace_from_spec(text: str):
@@ -230,9 +223,9 @@ def write_dashboard(report: dict, out_dir: Path, paths: list[Path], group: str, 
                 built.id = json.loads(spec_path.read_text()).get("id") or ""
             except (OSError, ValueError):
                 pass
-        atomic_write_text(spec_path, report_spec(built) + "\n")
+        atomic_write_text(spec_path, view_spec(built) + "\n")
         workspace = build_workspace(report, runs)
-        atomic_write_text(Path(out_dir) / WORKSPACE_FILE, workspace_spec(workspace) + "\n")
+        atomic_write_text(Path(out_dir) / WORKSPACE_FILE, view_spec(workspace) + "\n")
         print(f"W&B report spec: {spec_path} (grpo-ablate report {out_dir} --wandb-publish "
               "saves it)")
     except Exception as exc:  # noqa: BLE001 - W&B must never stop the report

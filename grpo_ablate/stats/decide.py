@@ -145,11 +145,14 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
             "against": st.against_of(arm),
         }
         entries.append({key: clean(val) for key, val in entry.items()})
-    bvals = st.column(st.baseline, metric)
-    mean, std = mean_std(bvals)
-    baseline = {"n": int((~np.isnan(bvals)).sum()), "mean": mean, "std": std,
-                "runs_failed": st.counts.get(st.baseline, (0, 0))[1]}
-    return {"baseline": baseline, "arms": entries, "k": k}
+    return {"baseline": baseline_summary(st, metric), "arms": entries, "k": k}
+
+
+def baseline_summary(st: Stratum, metric: str) -> dict:
+    values = st.column(st.baseline, metric)
+    mean, std = mean_std(values)
+    return {"n": int((~np.isnan(values)).sum()), "mean": mean, "std": std,
+            "runs_failed": st.counts.get(st.baseline, (0, 0))[1]}
 
 
 # ---------------------------------------------------------------------------- adaptive ladder
@@ -249,48 +252,62 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
                 {"model": model, "task": task, "arms": sorted(set(sub["arm"])), "runs": len(sub)})
             continue
         _check_one_recipe(sub, s.baseline, model, task)
-        wanted = [s.metric, f"raw/{s.metric}", *(secondary or []),
-                  *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
-        st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric])
-        acts = activity(st)
-        primary = analyse_metric(st, s, s.metric, s.correction, direction, acts=acts)
-        if primary["baseline"]["n"] < 2:
-            raise SettingError(
-                "baseline", s.baseline, f"{primary['baseline']['n']} usable run(s) for "
-                f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
-        adaptive = None
-        if s.sequential is not None and s.sequential.metric == s.metric:
-            ladder, pending = replay_ladder(st, s.sequential, direction)
-            adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub),
-                                    acts=acts, inert_below=s.inert_below)
-        note_activity(primary["arms"], acts, s.inert_below)
-        settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
-        stratum = {"model": model, "task": task, "baseline": primary["baseline"],
-                   "arms": primary["arms"], "comparisons": primary["k"]}
-        if adaptive:
-            stratum["adaptive"] = adaptive
-        stratum["secondary"] = {
-            m: analyse_metric(st, s, m, s.secondary_correction, default_direction(m),
-                              full=False)["arms"]
-            for m in (secondary or []) if m in numeric and m != s.metric
-            and sub[m].notna().any()}
-        stratum["stability"] = {
-            m: analyse_metric(st, s, f"stability/{m}", s.secondary_correction,
-                              default_direction(m), full=False)["arms"]
-            for m in STABILITY_METRICS if f"stability/{m}" in numeric
-            and sub[f"stability/{m}"].notna().any()}
-        stratum["budget"] = budget(st)
-        stratum["ema_vs_raw"] = ema_vs_raw(st, s.metric, s.min_effect)
-        stratum["single_run_illusion"] = single_run_illusion(st, primary["arms"], s.metric,
-                                                           s.min_effect, direction)
-        stratum["recipe"] = recipe(primary["arms"])
-        stratum["failures"] = [
-            {k: clean(r.get(k)) for k in ("arm", "seed", "status", "error", "run_id")}
-            for r in sub[sub["status"] != "completed"].to_dict("records")]
-        stratum["diagnostics"] = diagnostics(sub)
-        out["strata"].append(stratum)
+        out["strata"].append(analyse_stratum(sub, s, model, task, numeric, secondary or []))
     out["sign_flips"] = sign_flips(out["strata"])
     return out
+
+
+def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numeric: set[str],
+                    secondary: list[str]) -> dict:
+    """One (model, task) stratum: the primary metric's verdicts (an adaptive sweep's from
+    its looks), the secondary and stability metrics, and what sits beside the verdicts."""
+    direction = s.metric_direction
+    wanted = [s.metric, f"raw/{s.metric}", *secondary,
+              *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
+    st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric])
+    acts = activity(st)
+    primary = analyse_metric(st, s, s.metric, s.correction, direction, acts=acts)
+    if primary["baseline"]["n"] < 2:
+        raise SettingError(
+            "baseline", s.baseline, f"{primary['baseline']['n']} usable run(s) for "
+            f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
+    adaptive = None
+    if s.sequential is not None and s.sequential.metric == s.metric:
+        ladder, pending = replay_ladder(st, s.sequential, direction)
+        adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub),
+                                acts=acts, inert_below=s.inert_below)
+    note_activity(primary["arms"], acts, s.inert_below)
+    settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
+    stratum = {"model": model, "task": task, "baseline": primary["baseline"],
+               "arms": primary["arms"], "comparisons": primary["k"]}
+    if adaptive:
+        stratum["adaptive"] = adaptive
+    stratum["secondary"] = {
+        m: analyse_metric(st, s, m, s.secondary_correction, default_direction(m),
+                          full=False)["arms"]
+        for m in secondary if m in numeric and m != s.metric
+        and sub[m].notna().any()}
+    stratum["stability"] = {
+        m: analyse_metric(st, s, f"stability/{m}", s.secondary_correction,
+                          default_direction(m), full=False)["arms"]
+        for m in STABILITY_METRICS if f"stability/{m}" in numeric
+        and sub[f"stability/{m}"].notna().any()}
+    return {**stratum, **beside_verdicts(st, s, primary["arms"])}
+
+
+def beside_verdicts(st: Stratum, s: Settings, arms: list[dict]) -> dict:
+    """What a stratum's report shows beside its verdicts (stats/accounting.py)."""
+    sub = st.sub
+    return {
+        "budget": budget(st),
+        "ema_vs_raw": ema_vs_raw(st, s.metric, s.min_effect),
+        "single_run_illusion": single_run_illusion(st, arms, s.metric, s.min_effect,
+                                                   s.metric_direction),
+        "recipe": recipe(arms),
+        "failures": [{k: clean(r.get(k)) for k in ("arm", "seed", "status", "error", "run_id")}
+                     for r in sub[sub["status"] != "completed"].to_dict("records")],
+        "diagnostics": diagnostics(sub),
+    }
 
 
 def _check_one_recipe(sub: pd.DataFrame, baseline: str, model: str, task: str) -> None:

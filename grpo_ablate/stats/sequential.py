@@ -194,6 +194,15 @@ def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> L
                                              _direction_verdict(c, d.min_effect, direction),
                                              c.p_value, bound)
         ladder.rejected += len(hits)
+    _settle_the_rest(ladder, comparisons, k, last)
+    ladder.looks_done += 1
+    return ladder
+
+
+def _settle_the_rest(ladder: Ladder, comparisons: dict, k: int, last: bool) -> None:
+    """After the efficacy tests of look k: equivalence at the look's boundary, the final
+    look's inconclusive arms, and futility (conditional power under the current trend)."""
+    d, m, n = ladder.design, len(ladder.arms), ladder.design.rungs[k]
     eq_bound = d.boundary_p(k, d.alpha / m)
     level = d.alpha / (m - ladder.rejected) if m > ladder.rejected else d.alpha
     z_final = efficacy_bounds(d.fractions, round(level, 12))[-1]
@@ -212,5 +221,3 @@ def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> L
             if not math.isnan(cp) and cp < d.futility:
                 ladder.settled[arm] = Settlement(k + 1, n, "futility", "inconclusive",
                                                  c.p_value, d.boundary_p(k, level), cp)
-    ladder.looks_done += 1
-    return ladder

@@ -53,13 +53,7 @@ def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
         on = "effect"
     else:
         on = "equivalence" if abs(diff) < min_effect else "either"
-    test = entry["test"]
-    if on == "equivalence":
-        def power_at(k: int, level: float) -> float:
-            return tost_power(diff, sd, k, level, min_effect, test)
-    else:
-        def power_at(k: int, level: float) -> float:
-            return power(test, abs(diff), sd, k, level)
+    power_at = _power_curve(on, entry["test"], diff, sd, min_effect)
     if design is None:
         level = alpha / max(1, comparisons)
         seeds = first_n(lambda k: power_at(k, level), n + 1, POWER)
@@ -73,6 +67,14 @@ def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
     return {"on": on, "seeds": seeds, "more_seeds": seeds - n, "level": level,
             "text": f"waiting on {WHAT[on]}: +{seeds - n} seeds ({seeds} in all) for 80% power "
                     f"at the observed difference {diff:+.3g} and spread {sd:.3g}, {where}"}
+
+
+def _power_curve(on: str, test: str, diff: float, sd: float, min_effect: float):
+    """power(n seeds, level) of the test that would settle the arm: TOST for equivalence,
+    else the t-test at the observed difference."""
+    if on == "equivalence":
+        return lambda k, level: tost_power(diff, sd, k, level, min_effect, test)
+    return lambda k, level: power(test, abs(diff), sd, k, level)
 
 
 def _on_the_ladder(power_at, n: int, design: Design) -> tuple[int | None, float, str]:

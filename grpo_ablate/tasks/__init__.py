@@ -38,3 +38,17 @@ def get_task(cfg: dict):
 def policy_data_key(cfg: dict) -> dict:
     """The embedded policy's data key for a task section, without loading its rows."""
     return TASKS[cfg["name"]].data_key(cfg)
+
+
+def task_and_tokenizer(cfg: dict):
+    """A run's task, the checkpoint it starts from (built or fetched on first use) and its
+    tokenizer, which sets the task's prompt format (plain or conversational)."""
+    from transformers import AutoTokenizer  # heavy: only where a model is about to load
+
+    from grpo_ablate.models import resolve_model_path
+
+    task = get_task(cfg["task"])
+    model_path = resolve_model_path(cfg, task)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    task.use_tokenizer(tokenizer)
+    return task, model_path, tokenizer

@@ -13,7 +13,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_ablate.tasks.evaluation import generate, isolated_rng
+from grpo_ablate.tasks.base import Task
+from grpo_ablate.tasks.evaluation import evaluating, generate
 
 MALFORMED_REWARD = -1.0  # no parseable number: the pathological outlier reward clipping targets
 
@@ -96,28 +97,22 @@ def graded_reward(completion: str, answer: int) -> float:
     return 0.5 * max(0.0, 1.0 - abs(pred - answer) / 10.0)
 
 
-class ArithmeticTask:
+class ArithmeticTask(Task):
     """The task surface train.py uses: RL prompts, a TRL reward function, an evaluation."""
 
     name = "arithmetic"
 
     def __init__(self, cfg: dict) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         train, held_out = split_problems(cfg["max_operand"], cfg["eval_fraction"], cfg["split_seed"])
         if cfg.get("data_file"):
             train = load_problems(cfg["data_file"])
         self.train_problems, self.eval_problems = train, held_out
 
-    def policy_data_config(self) -> dict:
-        return self.data_key(self.cfg)
-
     @staticmethod
     def data_key(cfg: dict) -> dict:
         """What the embedded policy's SFT data depends on (part of its cache key)."""
         return {"max_operand": cfg["max_operand"], "carry_bug_rate": cfg["carry_bug_rate"]}
-
-    def notes(self) -> list[str]:
-        return []
 
     def use_tokenizer(self, tokenizer) -> None:
         """Plain prompts always ("a+b="): the embedded policy has no chat template."""
@@ -150,23 +145,16 @@ class ArithmeticTask:
                  sampled_k: int, seed: int) -> dict[str, float]:
         """Held-out greedy accuracy and reward, and sampled accuracy (avg@k at `temperature`;
         none when sampled_k is 0). Runs in an isolated RNG so it never changes the training run."""
-        import torch
-
         problems = self.eval_problems
-        was_training = model.training
-        model.eval()
-        try:
-            with isolated_rng(seed), torch.no_grad():
-                texts = [p.prompt for p in problems]
-                greedy = generate(model, tokenizer, texts, max_new_tokens, None, batch=len(texts))
-                try:
-                    sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
-                                       temperature, batch=len(texts) * sampled_k) \
-                        if sampled_k else []
-                except RuntimeError:  # non-finite weights cannot be sampled from
-                    sampled = None
-        finally:
-            model.train(was_training)
+        with evaluating(model, seed):
+            texts = [p.prompt for p in problems]
+            greedy = generate(model, tokenizer, texts, max_new_tokens, None, batch=len(texts))
+            try:
+                sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
+                                   temperature, batch=len(texts) * sampled_k) \
+                    if sampled_k else []
+            except RuntimeError:  # non-finite weights cannot be sampled from
+                sampled = None
         rewards = [graded_reward(c, p.answer) for c, p in zip(greedy, problems, strict=True)]
         out = {
             "accuracy": sum(r == 1.0 for r in rewards) / len(rewards),

@@ -14,14 +14,35 @@ from typing import Any
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.tasks.data import load_task_rows, resolve_source
-from grpo_ablate.tasks.evaluation import generate, isolated_rng
+from grpo_ablate.tasks.evaluation import evaluating, generate
 
 
-class TextTask:
-    name = "text"
+class Task:
+    """What every task shares: its config section, no notes by default, and the embedded
+    policy's data key from that section (`data_key`, a static method each task defines)."""
+
+    name = "task"
 
     def __init__(self, cfg: dict) -> None:
         self.cfg = cfg
+
+    def notes(self) -> list[str]:
+        """What the run should say about how it was scored (kept in the record)."""
+        return []
+
+    def policy_data_config(self) -> dict:
+        return self.data_key(self.cfg)
+
+    @staticmethod
+    def data_key(cfg: dict) -> dict:
+        raise NotImplementedError
+
+
+class TextTask(Task):
+    name = "text"
+
+    def __init__(self, cfg: dict) -> None:
+        super().__init__(cfg)
         self.train, self.held_out = load_task_rows(
             cfg["dataset"], list(self.fields_of(cfg)), lambda row: self.problem_in(cfg, row))
         self.conversational = False
@@ -37,10 +58,6 @@ class TextTask:
     def problem_in(cfg: dict, row: dict) -> str | None:
         """What is wrong with a row beyond missing fields (None: nothing)."""
         return None
-
-    def notes(self) -> list[str]:
-        """What the run should say about how it was scored (kept in the record)."""
-        return []
 
     # ------------------------------------------------------------------ per task
     def question(self, row: dict) -> str:
@@ -108,19 +125,12 @@ class TextTask:
                  sampled_k: int, seed: int) -> dict[str, float]:
         """Held-out accuracy (greedy), mean reward, and sampled accuracy (avg@k at
         `temperature`), batched; in an isolated RNG so it never changes the training run."""
-        import torch
-
         rows = self.held_out
         texts = [self.prompt_text(r, tokenizer) for r in rows]
-        was_training = model.training
-        model.eval()
-        try:
-            with isolated_rng(seed), torch.no_grad():
-                greedy = generate(model, tokenizer, texts, max_new_tokens, None)
-                sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
-                                    temperature) if sampled_k else []
-        finally:
-            model.train(was_training)
+        with evaluating(model, seed):
+            greedy = generate(model, tokenizer, texts, max_new_tokens, None)
+            sampled = generate(model, tokenizer, texts * sampled_k, max_new_tokens,
+                               temperature) if sampled_k else []
         scores = self.scores(greedy, rows)
         rewards = self.reward(greedy, **_columns([self.reward_columns(r) for r in rows]))
         out = {"accuracy": sum(s == 1.0 for s in scores) / len(rows),
@@ -134,9 +144,6 @@ class TextTask:
         return [self.score(c, r) for c, r in zip(completions, rows, strict=True)]
 
     # ------------------------------------------------------------------ embedded policy
-    def policy_data_config(self) -> dict:
-        return self.data_key(self.cfg)
-
     @staticmethod
     def data_key(cfg: dict) -> dict:
         """What the embedded policy's SFT data depends on (part of its cache key): the rows

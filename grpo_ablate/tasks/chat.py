@@ -35,10 +35,7 @@ def last_assistant(value) -> str:
 
 class ChatTask(TextTask):
     name = "chat"
-
-    def __init__(self, cfg: dict) -> None:
-        super().__init__(cfg)
-        self._rm = None
+    _rm = None  # the reward model, loaded on first use
 
     @staticmethod
     def fields_of(cfg: dict) -> tuple[str, ...]:

@@ -23,6 +23,21 @@ def isolated_rng(seed: int) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def evaluating(model, seed: int) -> Iterator[None]:
+    """The model in eval mode without gradients, in an isolated RNG (so an evaluation never
+    changes the training run), back in its own mode afterwards."""
+    import torch  # heavy: loaded where a model is evaluated
+
+    was_training = model.training
+    model.eval()
+    try:
+        with isolated_rng(seed), torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
 EVAL_BATCH = 64  # prompts per generate() call in a held-out evaluation
 
 # The generation backend of a run that trains with vLLM (trainer.use_vllm): (texts,
@@ -103,14 +118,7 @@ def policy_rewards(task, model, tokenizer, max_new_tokens: int, temperature: flo
     texts = [r["prompt"] if isinstance(r["prompt"], str) else
              tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
              for r in rows]
-    import torch  # heavy: loaded where a model generates
-
-    was_training = model.training
-    model.eval()
-    try:
-        with isolated_rng(seed), torch.no_grad():
-            completions = generate(model, tokenizer, texts, max_new_tokens, temperature)
-    finally:
-        model.train(was_training)
+    with evaluating(model, seed):
+        completions = generate(model, tokenizer, texts, max_new_tokens, temperature)
     columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
     return [float(x) for x in task.reward(completions, **columns)]

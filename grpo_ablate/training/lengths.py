@@ -15,7 +15,7 @@ import math
 import time
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, DynamicCache
 from transformers.generation import (
     LogitsProcessorList,
     TemperatureLogitsWarper,
@@ -24,9 +24,8 @@ from transformers.generation import (
 )
 
 from grpo_ablate.config import RunSpec
-from grpo_ablate.models import resolve_model_path
 from grpo_ablate.runtime import say
-from grpo_ablate.tasks import get_task
+from grpo_ablate.tasks import task_and_tokenizer
 from grpo_ablate.tasks.evaluation import isolated_rng
 
 PERCENTILES = (50, 90, 95, 99)
@@ -38,10 +37,7 @@ def percentile(values: list[int], q: float) -> int:
 
 def completion_lengths(spec: RunSpec, prompts: int, cap: int) -> list[int]:
     cfg = spec.config
-    task = get_task(cfg["task"])
-    path = resolve_model_path(cfg, task)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    task.use_tokenizer(tokenizer)
+    task, path, tokenizer = task_and_tokenizer(cfg)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     rows = task.train_rows()[:prompts]
     texts = [r["prompt"] if isinstance(r["prompt"], str) else tokenizer.apply_chat_template(
@@ -73,17 +69,23 @@ class Progress:
 
 
 @torch.no_grad()
+def sampling_warpers(temperature: float, top_p: float, top_k: int | None) -> LogitsProcessorList:
+    """The logits warpers of sampling at these settings, in transformers' order."""
+    warpers = LogitsProcessorList([TemperatureLogitsWarper(temperature)])
+    if top_k:
+        warpers.append(TopKLogitsWarper(top_k))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p))
+    return warpers
+
+
 def sample_lengths(model, tokenizer, texts: list[str], cap: int, stops: set[int],
                    temperature: float, top_p: float, top_k: int | None,
                    progress=None) -> list[int]:
     """One sampled completion per text, at these settings; each completion's length in
     tokens (its stop token included; `cap` when it never stopped). One batch, left-padded,
     with a KV cache; a row that stops leaves the batch (and the cache) at once."""
-    warpers = LogitsProcessorList([TemperatureLogitsWarper(temperature)])
-    if top_k:
-        warpers.append(TopKLogitsWarper(top_k))
-    if top_p < 1.0:
-        warpers.append(TopPLogitsWarper(top_p))
+    warpers = sampling_warpers(temperature, top_p, top_k)
     enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
     mask = enc["attention_mask"]
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)

@@ -103,8 +103,15 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
     keys = cfg["trick"]["keys"]
     if not keys:
         return {}
-    tr = cfg["trainer"]
-    norms = [r["grad_norm"] for r in rows if r.get("grad_norm") is not None]
+    details = {**hook_details(counts), **trainer_details(cfg, rows)}
+    for hook, _ in reward_hooks(cfg["hooks"]):  # registered reward functions
+        details.setdefault(hook.name, _fraction(counts.get(f"{hook.name}_changed", 0),
+                                                counts.get(f"{hook.name}_samples", 0)))
+    return _activity_of(keys, details, values)
+
+
+def hook_details(counts: dict) -> dict:
+    """The built-in hook tricks' activity, from the trainer's counters."""
     details = {
         "reward_clip_samples": _fraction(counts.get("clip_changed", 0), counts.get("clip_samples", 0)),
         "length_penalty_groups": _fraction(counts.get("length_groups_changed", 0),
@@ -112,6 +119,23 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
         "filter_dropped_in_window": _fraction(counts.get("filter_dropped", 0),
                                               counts.get("filter_samples", 0)),
     }
+    if "overlong_samples" in counts:
+        details["overlong_punished"] = _fraction(counts.get("overlong_punished", 0),
+                                                 counts["overlong_samples"])
+    if counts.get("dynamic_groups"):
+        details["dynamic_filtered_groups"] = counts["dynamic_filtered"] / counts["dynamic_groups"]
+        details["dynamic_cap_steps"] = _fraction(counts.get("dynamic_cap_hit", 0),
+                                                 counts.get("dynamic_steps", 0))
+        details["dynamic_rounds_per_step"] = _fraction(counts.get("dynamic_rounds", 0),
+                                                       counts.get("dynamic_steps", 0))
+    return details
+
+
+def trainer_details(cfg: dict, rows: list[dict]) -> dict:
+    """TRL-native tricks' activity, from the logged history (gradient norms, ratio clipping,
+    truncation) or by construction (the entropy quantile)."""
+    tr, details = cfg["trainer"], {}
+    norms = [r["grad_norm"] for r in rows if r.get("grad_norm") is not None]
     own, base = tr["max_grad_norm"] or math.inf, cfg["recipe"]["max_grad_norm"] or math.inf
     if norms:
         details["grad_clip_steps"] = sum(g > own for g in norms) / len(norms)
@@ -127,20 +151,13 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
                  if r.get("completions/clipped_ratio") is not None]
     if tr.get("mask_truncated_completions") and truncated:
         details["truncated_masked"] = sum(truncated) / len(truncated)
-    if "overlong_samples" in counts:
-        details["overlong_punished"] = _fraction(counts.get("overlong_punished", 0),
-                                                 counts["overlong_samples"])
-    if counts.get("dynamic_groups"):
-        details["dynamic_filtered_groups"] = counts["dynamic_filtered"] / counts["dynamic_groups"]
-        details["dynamic_cap_steps"] = _fraction(counts.get("dynamic_cap_hit", 0),
-                                                 counts.get("dynamic_steps", 0))
-        details["dynamic_rounds_per_step"] = _fraction(counts.get("dynamic_rounds", 0),
-                                                       counts.get("dynamic_steps", 0))
     if tr.get("top_entropy_quantile", 1.0) < 1.0:  # by construction: the rest of the tokens
         details["entropy_masked_tokens"] = 1.0 - tr["top_entropy_quantile"]
-    for hook, _ in reward_hooks(cfg["hooks"]):  # registered reward functions
-        details.setdefault(hook.name, _fraction(counts.get(f"{hook.name}_changed", 0),
-                                                counts.get(f"{hook.name}_samples", 0)))
+    return details
+
+
+def _activity_of(keys: list[str], details: dict, values: dict | None) -> dict:
+    """The arm's activity: its most active key's measure, and all the details."""
     measured = {
         **{f"hooks.{name}": measure_of(hook) for name, hook in HOOKS.items()},
         "trainer.max_grad_norm": ("grad_clip_differs_steps",

@@ -15,17 +15,15 @@ from pathlib import Path
 
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer
 from transformers.trainer_callback import PrinterCallback
 from trl import GRPOConfig
 
 from grpo_ablate import hook_tricks
 from grpo_ablate.config import RunSpec, grpo_kwargs
-from grpo_ablate.models import resolve_model_path
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import process_rank, say
-from grpo_ablate.tasks import get_task
+from grpo_ablate.tasks import task_and_tokenizer
 from grpo_ablate.tasks.evaluation import generation_backend, policy_rewards
 from grpo_ablate.training.callbacks import (
     HISTORY_KEYS,
@@ -131,23 +129,11 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
     checkpoints = run_checkpoints(spec)
     resume, state = resume_point(spec, checkpoints)
     status, error, trainer = "completed", None, None
-    # One W&B run per run: the first process's (continued under its id when resumed).
-    wandb_run = start_run(cfg, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir),
-                          state.wandb_run_id) if process_rank() == 0 else None
-    if wandb_run is not None:
-        state.wandb_run_id = wandb_run.id
+    wandb_run = wandb_for(spec, state)
     try:
-        task = get_task(cfg["task"])
-        model_path = resolve_model_path(cfg, task)
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        task.use_tokenizer(tokenizer)
+        task, model_path, tokenizer = task_and_tokenizer(cfg)
         evaluate = Evaluator(cfg, task, tokenizer, state, start_eval_cache(cfg, model_path))
-        ema = cfg["hooks"].get("ema")
-        evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"],
-                             ema["decay"] if ema else None,
-                             on_eval=lambda *a: log_eval(wandb_run, *a))
-        callbacks = [HistoryCallback(state), DivergenceGuard(cfg["guard"]["kl_abort"], state),
-                     evals, PacingCallback(cfg["faults"]["sleep_per_step"])]
+        callbacks = run_callbacks(cfg, state, evaluate, wandb_run)
         schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"])
         saving = (checkpoints, schedule) if schedule.enabled else None
         if process_rank() == 0:
@@ -175,6 +161,27 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
     record = finish_record(spec, state, trainer, status, error, time.perf_counter() - start)
     finish_run(wandb_run, record.metrics, status)
     return record, state.history
+
+
+def wandb_for(spec: RunSpec, state: RunState):
+    """One W&B run per run: the first process's (continued under its id when resumed)."""
+    if process_rank() != 0:
+        return None
+    run = start_run(spec.config, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir),
+                    state.wandb_run_id)
+    if run is not None:
+        state.wandb_run_id = run.id
+    return run
+
+
+def run_callbacks(cfg: dict, state: RunState, evaluate: Evaluator, wandb_run) -> list:
+    """History, the divergence guard, held-out evals (raw and EMA) and pacing, in the order
+    they see each step."""
+    ema = cfg["hooks"].get("ema")
+    evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"],
+                         ema["decay"] if ema else None, on_eval=lambda *a: log_eval(wandb_run, *a))
+    return [HistoryCallback(state), DivergenceGuard(cfg["guard"]["kl_abort"], state), evals,
+            PacingCallback(cfg["faults"]["sleep_per_step"])]
 
 
 def resume_point(spec: RunSpec, checkpoints: RunCheckpoints) -> tuple[Path | None, RunState]:

@@ -1,10 +1,11 @@
 """The one module that touches TRL internals.
 
 `AblationGRPOTrainer` is TRL's real `GRPOTrainer` plus the tricks TRL lacks, wired in at two
-private override points (and one public one: the loss, for the filter's normaliser); plus, for mid-run checkpoints that resume bit for bit, three
-more (`_save_checkpoint`, `_get_train_sampler`, the Trainer's `_run_epoch`), and the run's
-seed for TRL's colocated vLLM engine. With every hook off it computes exactly what the bare
-trainer computes (tests/test_runs.py). TRL is pinned in pyproject.toml;
+private override points (and one public one: the loss, for the filter's normaliser); plus,
+for mid-run checkpoints that resume bit for bit, three more (`_save_checkpoint`,
+`_get_train_sampler`, the Trainer's `_run_epoch`), and the run's seed for TRL's colocated
+vLLM engine. With every hook off it computes exactly what the bare trainer computes
+(tests/test_runs.py). TRL is pinned in pyproject.toml;
 tests/test_trl_hooks.py fails loudly when these methods or their behaviour move, which is
 the signal to re-check this file before widening the pin.
 
