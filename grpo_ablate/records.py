@@ -86,6 +86,8 @@ def jsonable(obj: Any) -> Any:
 
 
 def atomic_write_text(path: Path, text: str, pause: str | None = None) -> None:
+    """The one way grpo-ablate writes a file others read: whole or not at all (a temp file
+    in the same folder, flushed to disk, renamed into place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -99,6 +101,16 @@ def atomic_write_text(path: Path, text: str, pause: str | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_cache_file(path: Path, text: str) -> bool:
+    """Write a cache entry whole or not at all; False where the cache cannot be written,
+    which only means the entry is computed again next time."""
+    try:
+        atomic_write_text(path, text)
+        return True
+    except OSError:
+        return False
 
 
 def write_record(run_dir: Path, record: RunRecord, history: list[dict],

@@ -52,22 +52,6 @@ def cache_root() -> Path:
     return Path(os.environ.get("GRPO_ABLATE_CACHE", Path.home() / ".cache" / "grpo-ablate"))
 
 
-def write_cache_file(path: Path, text: str) -> bool:
-    """Write a cache entry whole or not at all (a temp file renamed into place, so a
-    concurrent reader never sees half of it); False where the cache cannot be written, which
-    only means the entry is computed again next time."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        return False
-
-
 def quiet_libraries() -> None:
     """Library chatter (deprecations, weight-loading bars, W&B banners) is not for our users;
     called where training starts, in every process that trains."""

@@ -1,10 +1,10 @@
 """Cache entries (the composed configs, TRL's accepted fields, the start-of-run evaluation)
 are written whole or not at all, and a cache that cannot be written only means recomputing:
-runtime.write_cache_file and the start-evaluation cache on top of it."""
+records.write_cache_file and the start-evaluation cache on top of it."""
 
 import json
 
-from grpo_ablate.runtime import write_cache_file
+from grpo_ablate.records import write_cache_file
 from grpo_ablate.training.start_eval import StartEvalCache
 
 

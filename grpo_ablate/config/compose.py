@@ -40,7 +40,8 @@ from grpo_ablate.config.paths import CONF_DIR, SWEEPS_DIR
 from grpo_ablate.config.schema import check_keys, check_values, suggest
 from grpo_ablate.config.trainer import check_with_trl
 from grpo_ablate.errors import UserError
-from grpo_ablate.runtime import cache_root, package_version, write_cache_file
+from grpo_ablate.records import write_cache_file
+from grpo_ablate.runtime import cache_root, package_version
 
 
 def validate(cfg: DictConfig | dict) -> RunSpec:

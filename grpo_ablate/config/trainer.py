@@ -18,7 +18,8 @@ from functools import cache
 from typing import Any
 
 from grpo_ablate.errors import UserError
-from grpo_ablate.runtime import cache_root, package_version, quiet_libraries, write_cache_file
+from grpo_ablate.records import write_cache_file
+from grpo_ablate.runtime import cache_root, package_version, quiet_libraries
 
 
 def _fields_cache():

@@ -32,7 +32,7 @@ from grpo_ablate.config.layout import gpus_for
 from grpo_ablate.config.paths import ACCELERATE_DIR
 from grpo_ablate.errors import UserError
 from grpo_ablate.models import resolve_model_path
-from grpo_ablate.records import RunRecord, try_lock
+from grpo_ablate.records import RunRecord, atomic_write_text, try_lock
 from grpo_ablate.runtime import apply_thread_share, quiet_libraries, visible_gpus
 from grpo_ablate.tasks import get_task
 from grpo_ablate.training.checkpoint import announce_resume
@@ -166,9 +166,8 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         return 1
     if rank == 0:
-        tmp = work / f".{RESULT}.tmp"
-        tmp.write_text(json.dumps({"record": asdict(record), "history": history}))
-        tmp.rename(work / RESULT)
+        atomic_write_text(work / RESULT, json.dumps({"record": asdict(record),
+                                                     "history": history}))
     import torch.distributed as dist  # heavy: already loaded by the training above
 
     if dist.is_initialized():  # every process done writing, then a clean gloo/NCCL exit

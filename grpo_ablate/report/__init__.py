@@ -104,7 +104,7 @@ def with_adaptive_plan(paths: list, settings: Settings) -> tuple[Settings, str |
     return replace(settings, sequential=plan), None
 
 
-def recipe_departures(df, baseline: str) -> list[str]:
+def baseline_departures(df, baseline: str) -> list[str]:
     """Where the baseline runs' config departs from the review's recipe (records only)."""
     if "recipe_departures" not in df.columns:
         return []
@@ -170,7 +170,7 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     report["warnings"] = warnings
-    report["recipe_departures"] = recipe_departures(df, settings.baseline)
+    report["recipe_departures"] = baseline_departures(df, settings.baseline)
     report["priors"] = arm_priors(df)
     figures = []
     if settings.figures:

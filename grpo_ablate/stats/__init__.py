@@ -1,10 +1,17 @@
 """The statistics stage: pure functions over a results table (pandas), independent of
-torch and TRL, so it runs on records from any trainer or on a CSV.
+torch and TRL, so it runs on records from any trainer or on a CSV (grpo_ablate/results/
+reads them). What the data cannot answer is a ValueError (errors.py), which the report
+words as its command line's one-line message.
 
-tests.py     one comparison: paired t / Welch t, CIs, TOST, effect sizes, power
-correct.py   multiple-comparison control: Holm, Benjamini-Hochberg
-table.py     records or CSV -> one row per (arm, seed)
-decide.py    verdicts per stratum, the single-run illusion, the recommended recipe
-sequential.py  the adaptive ladder's spending boundaries and looks
-plan.py      an adaptive sweep's plan file (declared once, read by the report)
+columns.py      the results table's identity columns, and which columns are metrics
+significance.py one comparison: paired t / Welch t, CIs, TOST, effect sizes, power
+correct.py      multiple-comparison control: Holm, Benjamini-Hochberg
+stratum.py      one (model, task) slice as seed x arm arrays; a comparison on them
+decide.py       verdicts per stratum (the inert rule included), sign flips
+accounting.py   what sits beside a verdict: activity, budget, EMA vs raw, the single-run
+                illusion, the recommended recipe, monitoring-rule hits
+waiting.py      what an open verdict waits on, and the seeds that would settle it
+sequential.py   the adaptive ladder's spending boundaries and looks
+expected.py     an adaptive ladder's expected runs, by simulation (for `plan`)
+errors.py       SettingError, ResultsError
 """

@@ -4,11 +4,10 @@ otherwise, chosen from the design, never from the results."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
+from grpo_ablate.records import jsonable
 from grpo_ablate.stats.significance import Comparison, paired_compare, welch_compare
 
 MIN_OVERLAP = 3  # partly matched seeds: pair on the overlap when it has at least this many
@@ -47,11 +46,7 @@ def compare(seeds: np.ndarray, a: np.ndarray, has_a: np.ndarray, b: np.ndarray,
 
 def clean(x):
     """A JSON-ready value: NaN and inf become None, numpy scalars Python ones."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, np.floating | np.integer):
-        return clean(x.item())
-    return x
+    return jsonable(x.item() if isinstance(x, np.floating | np.integer) else x)
 
 
 def mean_std(x: np.ndarray) -> tuple[float | None, float | None]:

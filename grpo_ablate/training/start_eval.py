@@ -19,7 +19,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from grpo_ablate.runtime import cache_root, numeric_id, write_cache_file
+from grpo_ablate.records import write_cache_file
+from grpo_ablate.runtime import cache_root, numeric_id
 
 
 def checkpoint_fingerprint(path: str) -> str:
