@@ -198,3 +198,23 @@ def test_the_compose_cache_follows_an_edited_config_file(tmp_path, monkeypatch):
         trick.write_text("# @package _global_\ntrick:\n  id: kl_x\n  family: kl\n  changes: x\n"
                          f"  prior: x\n  keys: [trainer.beta]\ntrainer:\n  beta: {value}\n")
         assert beta() == value and beta() == value  # composed, then from the cache
+
+
+def test_validate_leaves_its_input_alone_and_resolve_makes_the_changes():
+    """validate() checks; resolve() is where a null device and a matched budget are set,
+    on a copy."""
+    import copy
+
+    from omegaconf import OmegaConf
+
+    from grpo_ablate.config.compose import resolve
+
+    data = {k: v for k, v in OmegaConf.to_container(
+        compose(["trick=group_4", "budget.match=completions"]), resolve=True).items()
+        if k != "hydra"}
+    before = copy.deepcopy(data)
+    spec = validate(data)
+    assert data == before
+    assert spec.config == resolve(before)
+    assert spec.config["trainer"]["per_device_train_batch_size"] != \
+        before["trainer"]["per_device_train_batch_size"]

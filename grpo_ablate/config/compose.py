@@ -45,8 +45,9 @@ from grpo_ablate.runtime import cache_root, package_version
 
 
 def validate(cfg: DictConfig | dict) -> RunSpec:
-    """Check a composed config; return the RunSpec it describes or raise UserError. TRL's
-    own checks are not run here (they import TRL): `check_trainable` runs them."""
+    """Check a composed config, resolve it (`resolve`) and check the result; return the
+    RunSpec it describes or raise UserError. The input is never changed. TRL's own checks
+    are not run here (they import TRL): `check_trainable` runs them."""
     if isinstance(cfg, DictConfig):
         try:
             # The hydra node is large and not the run's: resolve everything else.
@@ -60,17 +61,38 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
     else:
         data = cfg
     data = {k: v for k, v in data.items() if k != "hydra"}
-    hook_tricks.import_modules((data.get("trick") or {}).get("modules"))  # they register hooks
+    check_written(data)
+    data = resolve(data)
+    check_resolved(data)
+    return RunSpec(config=data, run_id=run_id(data))
+
+
+def check_written(data: dict) -> None:
+    """The keys and values as the files and overrides wrote them (a trick file's modules
+    are imported first: they register the hook tricks whose keys it sets)."""
+    hook_tricks.import_modules((data.get("trick") or {}).get("modules"))
     check_keys(data)
     check_values(data)
-    resolve_device(data["trainer"])
+
+
+def resolve(data: dict) -> dict:
+    """What follows the machine and the budget, on a copy: a null device and precision
+    become this machine's (recorded), and budget.match=completions sets the batch and the
+    steps. Nothing else changes a config after composition."""
+    out = copy.deepcopy(data)
+    resolve_device(out["trainer"])
+    match_budget(out)
+    return out
+
+
+def check_resolved(data: dict) -> None:
+    """The cross-key rules, on the resolved values (vLLM needs a GPU, LoRA its package,
+    the batch its groups, processes their GPUs, local files their rows)."""
     check_vllm(data["trainer"])
     check_lora(data["model"])
-    match_budget(data)
     check_relations(data)
     check_launch(data)
     check_paths(data)
-    return RunSpec(config=data, run_id=run_id(data))
 
 
 def _resolved(cfg: DictConfig, key: str):
