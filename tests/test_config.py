@@ -6,14 +6,10 @@ from grpo_ablate.config import CONF_DIR, compose, expand_jobs, specs_for, valida
 from grpo_ablate.config.catalog import load_catalog
 from grpo_ablate.errors import UserError
 
-CATALOG = ("no_kl kl_0.01 kl_0.1 reward_clip length_penalty grad_clip_0.5 grad_clip_2.0 no_grad_clip "
-           "lr_cosine lr_cosine_restarts ema entropy_bonus group_4 group_8 group_32 temp_0.6 temp_0.8 "
-           "temp_1.2 temp_1.5 filter_low_reward filter_low_reward_early global_adv_norm reuse_2x_clip "
-           "reuse_2x_no_clip").split()
-# The 2025-26 variants (sweeps/variants.yaml), each with a paper and its claim.
-VARIANTS = ("loss_dr_grpo loss_dapo loss_bnpo loss_cispo scale_rewards_none scale_rewards_batch "
-            "clip_higher_0.28 clip_two_sided_4 gspo overlong_filter overlong_soft entropy_top_0.2 "
-            "group_2 dynamic_sampling").split()
+# The trick lists come from the trick files (trick.catalog), as the sweeps' ${tricks:...} do.
+CATALOG = sorted(t["id"] for t in load_catalog()
+                 if t.get("catalog", "review") == "review" and t["id"] != "baseline")
+VARIANTS = sorted(t["id"] for t in load_catalog() if t.get("catalog") == "variants")
 
 
 def flatten(d, prefix=""):
@@ -27,13 +23,16 @@ def flatten(d, prefix=""):
 
 
 def test_catalog_matches_design():
+    """The review's 24 arms and the 14 variants of 2025-26, one file each, every variant
+    with its paper and claim; the sweep files run exactly them."""
     tricks = load_catalog()
-    ids = {t["id"] for t in tricks}
-    assert {t["id"] for t in tricks if t.get("catalog", "review") == "review"} == \
-        set(CATALOG) | {"baseline"}
-    assert {t["id"] for t in tricks if t.get("catalog") == "variants"} == set(VARIANTS)
+    assert (len(CATALOG), len(VARIANTS)) == (24, 14)
     assert all(t.get("claim") and t.get("source") for t in tricks if t.get("catalog") == "variants")
-    assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == ids
+    assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == {t["id"] for t in tricks}
+    for sweep in ("catalog", "demo"):
+        jobs = expand_jobs([f"sweep={sweep}", "seed=0"])
+        assert [o.split("=", 1)[1] for job in jobs for o in job if o.startswith("trick=")] == \
+            ["baseline", *CATALOG]
 
 
 def test_the_variants_sweep_runs_every_variant_and_the_arms_they_are_compared_with():

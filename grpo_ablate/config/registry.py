@@ -1,6 +1,7 @@
 """What grpo-ablate registers with OmegaConf and Hydra when the config layer is imported: the
 resolvers the recipe's batch layout is written with (`${mul:...}`, `${div:...}`,
-`${micro:...}`, `${cpus:}`, `${threads_per:...}`), and sweeps/*.yaml as the Hydra group
+`${micro:...}`, `${cpus:}`, `${threads_per:...}`), a catalog's trick list for sweep files
+(`${tricks:review}`), and sweeps/*.yaml as the Hydra group
 `sweep`, so `sweep=<name>` works from any directory and a misspelt name fails with Hydra's
 list of options."""
 
@@ -11,6 +12,7 @@ import os
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from grpo_ablate.config.catalog import load_catalog
 from grpo_ablate.config.layout import exact_div, groups_per_process
 from grpo_ablate.config.paths import SWEEPS_DIR
 
@@ -24,9 +26,23 @@ def register_resolvers() -> None:
         "micro", lambda prompts, micro, procs: min(int(micro), groups_per_process(prompts, procs)),
         replace=True)
     OmegaConf.register_new_resolver("cpus", lambda: os.cpu_count() or 1, replace=True)
+    OmegaConf.register_new_resolver("tricks", trick_list, replace=True)
     OmegaConf.register_new_resolver(
         "threads_per", lambda workers: max(1, (os.cpu_count() or 1) // max(1, int(workers))),
         replace=True)
+
+
+def trick_list(catalog: str) -> str:
+    """`${tricks:review}` / `${tricks:variants}` in a sweep file: the baseline, the arms a
+    catalog's tricks are compared with (trick.against), then that catalog's tricks, from
+    the trick files themselves, so no sweep keeps the list by hand."""
+    tricks = [t for t in load_catalog() if t["id"] != "baseline"]
+    if catalog not in {t.get("catalog", "review") for t in tricks}:
+        raise ValueError(f"tricks:{catalog}: no such catalog; allowed: review, variants")
+    chosen = sorted(t["id"] for t in tricks if t.get("catalog", "review") == catalog)
+    against = sorted({t["against"] for t in tricks if t["id"] in chosen and t.get("against")}
+                     - set(chosen))
+    return ",".join(["baseline", *against, *chosen])
 
 
 def register_sweeps() -> None:
