@@ -39,7 +39,7 @@ def main() -> None:
         cli("sweep", "sweep=smoke", f"out_root={tmp}")  # trains it once
         commands = {"--version": ["--version"], "run --help": ["run", "--help"],
                     "sweep --help": ["sweep", "--help"],
-                    "run --cfg job": ["run", "--cfg", "job", "trick=no_kl"],
+                    "run --cfg job": ["run", "--cfg", "job", "trick=kl_off"],
                     "finished sweep": ["sweep", "sweep=smoke", f"out_root={tmp}"]}
         if ns.demo_out:
             if not os.path.isdir(os.path.join(ns.demo_out, "demo", "runs")):

@@ -27,7 +27,7 @@ def wall(args: list[str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", default="smoke")
-    ap.add_argument("--tricks", default="baseline,no_kl")
+    ap.add_argument("--tricks", default="baseline,kl_off")
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--workers", type=int, default=2)

@@ -227,7 +227,7 @@ def sweep(rehearse: bool) -> int:
     device = ["trainer.use_cpu=true"] if rehearse else \
         ["trainer.use_cpu=false", "trainer.bf16=null", "launch.gpus_per_job=1"]
     t0 = time.perf_counter()
-    res = cli("sweep", "sweep=smoke", "trick=baseline,no_kl", "seed=0,1", "launcher=joblib",
+    res = cli("sweep", "sweep=smoke", "trick=baseline,kl_off", "seed=0,1", "launcher=joblib",
               "hydra.launcher.n_jobs=2", "trainer.max_steps=3", "eval.every_steps=0",
               "run_cache=null", f"out_root={out}", *device)
     wall = time.perf_counter() - t0

@@ -148,7 +148,7 @@ def test_the_ladder_keeps_the_family_wise_error_rate_under_the_global_null():
 
 # ---------------------------------------------------------------------------- plan and CLI
 def test_plan_is_fixed_once_declared(tmp_path):
-    design = Design(rungs=(3, 6, 10), arms=("no_kl", "ema"))
+    design = Design(rungs=(3, 6, 10), arms=("kl_off", "ema_0.9"))
     adaptive_plan.write_plan(tmp_path, design)
     plan = json.loads((tmp_path / adaptive_plan.PLAN_NAME).read_text())
     assert [r["seeds"] for r in plan["looks"]] == [3, 6, 10]
@@ -156,7 +156,7 @@ def test_plan_is_fixed_once_declared(tmp_path):
     assert adaptive_plan.read_plan(tmp_path) == design
     adaptive_plan.write_plan(tmp_path, design)  # the same plan again: fine
     with pytest.raises(UserError, match="declares rungs \\[3, 6, 10\\].*allowed: the declared"):
-        adaptive_plan.write_plan(tmp_path, Design(rungs=(2, 4), arms=("no_kl", "ema")))
+        adaptive_plan.write_plan(tmp_path, Design(rungs=(2, 4), arms=("kl_off", "ema_0.9")))
 
 
 def test_adaptive_true_is_short_for_the_enabled_key():
@@ -167,7 +167,7 @@ def test_adaptive_true_is_short_for_the_enabled_key():
 @pytest.mark.parametrize("args, message", [
     (["adaptive.rungs=[3,2]"], "adaptive.rungs=[3, 2]: must be a list of increasing"),
     (["adaptive.futility=1.5"], "adaptive.futility=1.5: must be a conditional power"),
-    (["adaptive=true", "trick=no_kl"], "allowed: the baseline and at least one trick"),
+    (["adaptive=true", "trick=kl_off"], "allowed: the baseline and at least one trick"),
 ])
 def test_bad_adaptive_input_is_one_line_exit_2(tmp_path, capsys, args, message):
     assert cli.main(["sweep", "sweep=smoke", f"out_root={tmp_path}", *args]) == 2
@@ -177,7 +177,7 @@ def test_bad_adaptive_input_is_one_line_exit_2(tmp_path, capsys, args, message):
 
 
 # ---------------------------------------------------------------------------- end to end
-ADAPTIVE = ["sweep=smoke", "trick=baseline,no_kl,lr_cosine", "adaptive=true",
+ADAPTIVE = ["sweep=smoke", "trick=baseline,kl_off,lr_schedule_cosine", "adaptive=true",
             "adaptive.rungs=[2,3]", "adaptive.futility=0.0",  # no futility stop: two looks
             "trainer.max_steps=3", "eval.every_steps=0", "run_cache=null"]
 
@@ -200,12 +200,12 @@ def adaptive_part(sweep: Path) -> dict:
 
 
 # Look 1 is planted: records of seeds 0 and 1 whose accuracies leave both arms open by
-# construction, on any CPU (no_kl: differences +0.05 and -0.02, p 0.74; lr_cosine: -0.10 and
+# construction, on any CPU (kl_off: differences +0.05 and -0.02, p 0.74; lr_schedule_cosine: -0.10 and
 # -0.11, p 0.03: neither crosses look 1's boundary p 0.0044, neither is equivalent within
 # 0.01 at 2 seeds). Look 2 (seed 2) is trained for real. Real training decides look 2 only,
 # and the test compares it between launchers on one machine, never with a fixed outcome.
-PLANTED = {("baseline", 0): 0.50, ("baseline", 1): 0.52, ("no_kl", 0): 0.55,
-           ("no_kl", 1): 0.50, ("lr_cosine", 0): 0.40, ("lr_cosine", 1): 0.41}
+PLANTED = {("baseline", 0): 0.50, ("baseline", 1): 0.52, ("kl_off", 0): 0.55,
+           ("kl_off", 1): 0.50, ("lr_schedule_cosine", 0): 0.40, ("lr_schedule_cosine", 1): 0.41}
 ONE_RUN = [a.replace("adaptive=true", "adaptive.enabled=true") for a in ADAPTIVE
            if not a.startswith("trick=")]
 

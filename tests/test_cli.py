@@ -24,7 +24,7 @@ def test_smoke_sweep_records_report_wandb_and_resume(smoke_sweep):
     records = sorted(sweep.glob("runs/*/record.json"))
     assert len(records) == 6
     arms = {json.loads(p.read_text())["arm"] for p in records}
-    assert arms == {"baseline", "no_kl", "reward_clip"}
+    assert arms == {"baseline", "kl_off", "reward_clamp_task"}
     assert all((p.parent / "history.jsonl").is_file() for p in records)
     assert "6/6 runs" in res.stderr and "ETA" in res.stderr
     report = json.loads((sweep / "report.json").read_text())
@@ -44,7 +44,7 @@ def test_smoke_sweep_records_report_wandb_and_resume(smoke_sweep):
 def test_tricks_lists_the_catalog_with_verdicts():
     res = cli("tricks")
     assert res.returncode == 0
-    assert "reuse_2x_no_clip" in res.stdout and "essential" in res.stdout
+    assert "reuse_2x_ratio_clip_off" in res.stdout and "essential" in res.stdout
 
 
 def test_report_on_csv(tmp_path):
@@ -93,7 +93,7 @@ def test_version_and_closed_pipe():
 def test_config_dir_adds_users_tricks_and_sweeps(tmp_path, capsys):
     conf = user_conf(tmp_path / "mine")
     code, out, _ = run_main(capsys, "tricks", "--config-dir", str(conf))
-    assert code == 0 and "kl_0.2" in out and "no_kl" in out
+    assert code == 0 and "kl_0.2" in out and "kl_off" in out
     res = cli("run", "-cd", str(conf), "trick=kl_0.2", "--cfg", "job", cwd=tmp_path)
     assert res.returncode == 0 and "beta: 0.2" in res.stdout and "id: kl_0.2" in res.stdout
     res = cli("sweep", f"--config-dir={conf}", "sweep=mine", "--cfg", "job", cwd=tmp_path)
@@ -102,7 +102,7 @@ def test_config_dir_adds_users_tricks_and_sweeps(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_multirun_flags_and_show_flags_behave_like_hydra():
-    res = cli("run", "-m", "trick=baseline,no_kl", "--cfg", "job")
+    res = cli("run", "-m", "trick=baseline,kl_off", "--cfg", "job")
     assert res.returncode == 0 and "# 2 jobs" in res.stderr  # what it is given, not the catalog
     res = cli("sweep", "-m", "sweep=smoke", "--cfg", "job")
     assert res.returncode == 0 and "# 6 jobs" in res.stderr

@@ -3,7 +3,7 @@
 import pytest
 
 from grpo_ablate.config import CONF_DIR, compose, expand_jobs, specs_for, validate
-from grpo_ablate.config.catalog import load_catalog
+from grpo_ablate.config.catalog import former_names, load_catalog
 from grpo_ablate.errors import UserError
 
 # The trick lists come from the trick files (trick.catalog), as the sweeps' ${tricks:...} do.
@@ -28,7 +28,8 @@ def test_catalog_matches_design():
     tricks = load_catalog()
     assert (len(CATALOG), len(VARIANTS)) == (24, 14)
     assert all(t.get("claim") and t.get("source") for t in tricks if t.get("catalog") == "variants")
-    assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == {t["id"] for t in tricks}
+    assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == \
+        {t["id"] for t in tricks} | set(former_names())
     for sweep in ("catalog", "demo"):
         jobs = expand_jobs([f"sweep={sweep}", "seed=0"])
         assert [o.split("=", 1)[1] for job in jobs for o in job if o.startswith("trick=")] == \
@@ -67,8 +68,8 @@ def test_trick_changes_exactly_its_declared_keys(trick, baseline_flat):
 
 
 def test_group_size_keeps_prompts_per_step_fixed():
-    g4 = specs_for(["trick=group_4"], multirun=False)[0].config["trainer"]
-    g32 = specs_for(["trick=group_32"], multirun=False)[0].config["trainer"]
+    g4 = specs_for(["trick=group_size_4"], multirun=False)[0].config["trainer"]
+    g32 = specs_for(["trick=group_size_32"], multirun=False)[0].config["trainer"]
     assert g4["per_device_train_batch_size"] // 4 == g32["per_device_train_batch_size"] // 32
 
 
@@ -95,12 +96,12 @@ def test_device_and_precision_follow_the_machine():
 
 def test_budget_match_keeps_the_baselines_completions():
     base = specs_for([], multirun=False)[0].config["trainer"]
-    g4 = specs_for(["trick=group_4", "budget.match=completions"], multirun=False)[0].config["trainer"]
+    g4 = specs_for(["trick=group_size_4", "budget.match=completions"], multirun=False)[0].config["trainer"]
     assert g4["per_device_train_batch_size"] == base["per_device_train_batch_size"]
     assert g4["per_device_train_batch_size"] // g4["num_generations"] == 16  # 4x the prompts
-    reuse = specs_for(["trick=reuse_2x_clip", "budget.match=completions"], multirun=False)[0]
+    reuse = specs_for(["trick=reuse_2x", "budget.match=completions"], multirun=False)[0]
     assert reuse.config["trainer"]["max_steps"] == 2 * base["max_steps"]
-    plain = specs_for(["trick=group_4"], multirun=False)[0].config["trainer"]
+    plain = specs_for(["trick=group_size_4"], multirun=False)[0].config["trainer"]
     assert plain["per_device_train_batch_size"] == 16  # by default G changes the completions
 
 
@@ -163,7 +164,7 @@ def _runs_part(cfg) -> dict:
 
 @pytest.mark.parametrize("overrides", [["sweep=catalog", "seed=0,1"],
                                        ["sweep=demo", "launcher=joblib", "seed=4"],
-                                       ["sweep=smoke", "trick=baseline,ema", "seed=0,1",
+                                       ["sweep=smoke", "trick=baseline,ema_0.9", "seed=0,1",
                                         "adaptive.rungs=[2,3]", "out_root=/tmp/x"]])
 def test_the_composer_gives_every_job_what_hydra_composes(overrides, tmp_path, monkeypatch):
     """One Hydra composition per set of group choices plus the plain key=value overrides set
@@ -209,7 +210,7 @@ def test_validate_leaves_its_input_alone_and_resolve_makes_the_changes():
     from grpo_ablate.config.compose import resolve
 
     data = {k: v for k, v in OmegaConf.to_container(
-        compose(["trick=group_4", "budget.match=completions"]), resolve=True).items()
+        compose(["trick=group_size_4", "budget.match=completions"]), resolve=True).items()
         if k != "hydra"}
     before = copy.deepcopy(data)
     spec = validate(data)
@@ -217,3 +218,28 @@ def test_validate_leaves_its_input_alone_and_resolve_makes_the_changes():
     assert spec.config == resolve(before)
     assert spec.config["trainer"]["per_device_train_batch_size"] != \
         before["trainer"]["per_device_train_batch_size"]
+
+
+def test_every_former_trick_name_still_works_with_a_notice_and_the_same_runs(capsys):
+    """Renamed tricks (`<family>_<value>`, `<family>_off`): the old name composes to the
+    new trick, says so in one line, and keeps the run id the old name gave (trick.formerly),
+    so earlier sweeps and run-cache entries stay valid."""
+    import copy
+
+    from grpo_ablate.config import run_id
+    from grpo_ablate.config.compose import _ANNOUNCED, Composer
+
+    renamed = former_names()
+    assert len(renamed) == 28 and renamed["no_kl"] == "kl_off"
+    _ANNOUNCED.clear()
+    composer = Composer()
+    for old, new in renamed.items():
+        (was,) = specs_for([f"trick={old}"], multirun=False, composer=composer)
+        (now,) = specs_for([f"trick={new}"], multirun=False, composer=composer)
+        assert was.arm == new and was.config == now.config and was.run_id == now.run_id
+        as_before = copy.deepcopy(now.config)
+        as_before["trick"] = {"id": old}  # what the run id hashed before the rename
+        assert run_id(as_before) == now.run_id
+    err = capsys.readouterr().err
+    assert "notice: trick=no_kl is now trick=kl_off; the old name still works" in err
+    assert err.count("notice: trick=") == len(renamed)

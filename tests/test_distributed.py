@@ -147,7 +147,7 @@ def test_two_process_runs_write_one_record_each_and_a_failing_process_fails_only
     `failed` with the process's error (its peer ended, not left waiting), the other writes one
     valid record and one W&B run; the sweep goes on."""
     common = ["trainer.max_steps=4", "eval.every_steps=0", f"out_root={tmp_path}",
-              "trick=global_adv_norm"]
+              "trick=adv_norm_global"]
     t0 = time.perf_counter()
     res = cli("run", "-m", "launch.processes=2", "logger=wandb", *common,
               "faults.reward_raises_on_rank=1", "faults.reward_raises_at_step=2,null")

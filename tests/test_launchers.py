@@ -26,7 +26,7 @@ def results(sweep_dir) -> dict:
     return {r["run_id"]: (r["status"], r["metrics"]) for r in recs}
 
 
-@pytest.mark.parametrize("launcher,extra", [("joblib", []), ("local", ["trick=baseline,no_kl"])])
+@pytest.mark.parametrize("launcher,extra", [("joblib", []), ("local", ["trick=baseline,kl_off"])])
 def test_parallel_launcher_records_progress_and_quiet(tmp_path, smoke_sweep, launcher, extra):
     res = sweep(f"launcher={launcher}", f"out_root={tmp_path}", *extra)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -54,7 +54,7 @@ def test_a_plain_hydra_multirun_ends_with_the_report(tmp_path, tiny_policy, swee
     grpo-ablate's sweeper hands the sweep to the one driver, which reports once; under
     another sweeper (Hydra's basic one here) the callback at the end of the multirun does."""
     res = subprocess.run(
-        [sys.executable, "-m", "grpo_ablate.app", "-m", "launcher=joblib", "trick=baseline,no_kl",
+        [sys.executable, "-m", "grpo_ablate.app", "-m", "launcher=joblib", "trick=baseline,kl_off",
          "seed=0,1", "trainer.max_steps=2", "eval.every_steps=0", f"out_root={tmp_path}",
          "sweep_name=plain", f"hydra/sweeper={sweeper}"],
         capture_output=True, text=True, env=ENV, timeout=600)
@@ -63,13 +63,13 @@ def test_a_plain_hydra_multirun_ends_with_the_report(tmp_path, tiny_policy, swee
     assert res.stdout.count("\nreport: ") == 1, res.stdout[-2000:]
     report = json.loads((tmp_path / "plain" / "report.json").read_text())
     (stratum,) = report["strata"]
-    assert stratum["baseline"]["n"] == 2 and [a["arm"] for a in stratum["arms"]] == ["no_kl"]
+    assert stratum["baseline"]["n"] == 2 and [a["arm"] for a in stratum["arms"]] == ["kl_off"]
 
 
 def test_a_plain_hydra_multirun_refuses_bad_input_in_one_line(tmp_path):
     """The sweeper validates every job before anything is written, as `grpo-ablate sweep`."""
     res = subprocess.run(
-        [sys.executable, "-m", "grpo_ablate.app", "-m", "trick=baseline,no_kl",
+        [sys.executable, "-m", "grpo_ablate.app", "-m", "trick=baseline,kl_off",
          "trainer.learning_rate=-1", f"out_root={tmp_path}", "sweep_name=bad"],
         capture_output=True, text=True, env=ENV, timeout=300)
     assert res.returncode == 2, res.stderr[-2000:]

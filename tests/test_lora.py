@@ -99,7 +99,7 @@ def test_a_lora_run_trains_the_adapter_alone_against_the_adapter_disabled_base(t
 
 @pytest.mark.slow
 def test_a_lora_run_is_recorded_under_its_own_stratum(tiny_policy, tmp_path):
-    assert cli.main(["run", LORA, "trick=ema", *FEW, f"out_root={tmp_path}"]) == 0
+    assert cli.main(["run", LORA, "trick=ema_0.9", *FEW, f"out_root={tmp_path}"]) == 0
     (path,) = (tmp_path / "adhoc").glob("runs/*/record.json")
     record = json.loads(path.read_text())
     assert record["status"] == "completed", record["error"]
@@ -110,8 +110,8 @@ def test_a_lora_run_is_recorded_under_its_own_stratum(tiny_policy, tmp_path):
 @pytest.mark.slow
 def test_a_sweep_with_and_without_lora_gets_a_verdict_table_for_each(tiny_policy, tmp_path):
     lora = "{r:4,alpha:8,dropout:0.0,target_modules:[q_proj,v_proj]}"
-    assert cli.main(["sweep", "sweep=smoke", f"out_root={tmp_path}", "trick=baseline,no_kl",
+    assert cli.main(["sweep", "sweep=smoke", f"out_root={tmp_path}", "trick=baseline,kl_off",
                      f"model.lora=null,{lora}", "trainer.max_steps=2", "run_cache=null"]) == 0
     report = json.loads((tmp_path / "smoke" / "report.json").read_text())
     strata = {st["model"]: [a["arm"] for a in st["arms"]] for st in report["strata"]}
-    assert strata == {"tiny": ["no_kl"], "tiny+lora-r4": ["no_kl"]}
+    assert strata == {"tiny": ["kl_off"], "tiny+lora-r4": ["kl_off"]}

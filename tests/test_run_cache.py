@@ -31,7 +31,7 @@ def records(folder):
 
 
 def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, capsys):
-    first = sweep(tmp_path, "a", "baseline,no_kl")
+    first = sweep(tmp_path, "a", "baseline,kl_off")
     assert first.returncode == 0, first.stderr[-2000:]
     # A damaged and a foreign entry: each of those runs is trained again, not reused.
     a = records(tmp_path / "a")
@@ -40,7 +40,7 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     damaged = cache / a["baseline1"].run_id / "record.json"
     damaged.write_text(damaged.read_text().replace('"completed"', '"completed" '))
     damaged.write_text(damaged.read_text()[:-40])
-    second = sweep(tmp_path, "b", "baseline,reward_clip")
+    second = sweep(tmp_path, "b", "baseline,reward_clamp_task")
     assert second.returncode == 0, second.stderr[-2000:]
     trained = [ln for ln in second.stderr.splitlines() if ln.startswith("training ")]
     assert sorted(t.split()[1] + t.split()[2] for t in trained) == \
@@ -54,14 +54,14 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     # A foreign entry (a record filed under another run's id) is refused.
     shutil.rmtree(cache / a["no_kl0"].run_id)
     shutil.copytree(cache / a["baseline0"].run_id, cache / a["no_kl0"].run_id)
-    third = sweep(tmp_path, "c", "no_kl", "seed=0")
-    assert "training arm=no_kl seed=0" in third.stderr
+    third = sweep(tmp_path, "c", "kl_off", "seed=0")
+    assert "training arm=kl_off seed=0" in third.stderr
     # Reported together: same recipe, so the folders combine.
     assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
                      str(tmp_path / "both"), "--no-figures"]) == 0
     capsys.readouterr()
     rep = json.loads((tmp_path / "both" / "report.json").read_text())
-    assert {x["arm"] for x in rep["strata"][0]["arms"]} == {"no_kl", "reward_clip"}
+    assert {x["arm"] for x in rep["strata"][0]["arms"]} == {"kl_off", "reward_clamp_task"}
 
 
 def test_report_refuses_to_mix_recipes(tmp_path, smoke_sweep, capsys):

@@ -65,7 +65,7 @@ def test_ema_arm_is_judged_on_its_averaged_weights_and_training_is_unchanged(tin
 
     monkeypatch.setattr(ArithmeticTask, "evaluate", fingerprinted)
     monkeypatch.setenv("GRPO_ABLATE_START_EVAL_CACHE", "0")  # evaluate step 0 here too
-    ema, rows_ema = train_one(spec("trick=ema", "hooks.ema.decay=0.5"))
+    ema, rows_ema = train_one(spec("trick=ema_0.9", "hooks.ema.decay=0.5"))
     assert losses_and_rewards(rows_plain) == losses_and_rewards(rows_ema)
     # The raw weights of the EMA arm are the baseline's weights: same training, same evals.
     raw = {k.removeprefix("raw/"): v for k, v in ema.metrics.items() if k.startswith("raw/")}
@@ -81,7 +81,7 @@ def test_ema_arm_is_judged_on_its_averaged_weights_and_training_is_unchanged(tin
 
 def test_every_arm_is_evaluated_at_one_temperature(tiny_policy):
     base, _ = train_one(spec())
-    cold, _ = train_one(spec("trick=temp_0.6"))
+    cold, _ = train_one(spec("trick=temperature_0.6"))
     # The SFT start is the same policy evaluated the same way, whatever the arm trains at.
     assert cold.metrics["eval/start_sampled_accuracy"] == base.metrics["eval/start_sampled_accuracy"]
     assert "eval/sampled_accuracy_train_temp" in cold.metrics
@@ -90,8 +90,8 @@ def test_every_arm_is_evaluated_at_one_temperature(tiny_policy):
 
 def test_budget_and_activity_are_recorded(tiny_policy):
     base, _ = train_one(spec())
-    cosine, _ = train_one(spec("trick=lr_cosine"))
-    clip, rows = train_one(spec("trick=grad_clip_0.5"))
+    cosine, _ = train_one(spec("trick=lr_schedule_cosine"))
+    clip, rows = train_one(spec("trick=grad_norm_0.5"))
     assert base.activity == {} and base.cost["total_lr"] == pytest.approx(6 * 5e-5)
     assert cosine.cost["total_lr"] < 0.75 * base.cost["total_lr"]
     assert cosine.activity["acted"] == 1.0  # a schedule acts on every step by construction
@@ -100,7 +100,7 @@ def test_budget_and_activity_are_recorded(tiny_policy):
 
 
 def test_record_has_contract_fields_history_and_cost(tiny_policy):
-    rec, rows = train_one(spec("trick=group_32"))
+    rec, rows = train_one(spec("trick=group_size_32"))
     base, _ = train_one(spec())
     for key in ("eval/accuracy", "eval/reward_mean", "eval/sampled_accuracy", "eval/start_accuracy"):
         assert key in rec.metrics

@@ -49,7 +49,7 @@ def test_slurm_sweep_cancelled_job_fails_only_its_run_and_resubmit_trains_only_i
     (the sweep neither hangs nor stops), the other three land; the same command again trains
     only the cancelled run."""
     name = f"grpo-ablate-test-{os.getpid()}"  # this test's jobs, whatever else the cluster runs
-    args = ["trick=baseline,no_kl", "seed=0,1", "trainer.max_steps=4", "faults.sleep_per_step=1",
+    args = ["trick=baseline,kl_off", "seed=0,1", "trainer.max_steps=4", "faults.sleep_per_step=1",
             f"out_root={tmp_path}", f"hydra.launcher.name={name}"]
     t0 = time.perf_counter()
     proc = sweep(*args)

@@ -145,7 +145,7 @@ def test_each_task_runs_end_to_end_on_the_tiny_policy(tmp_path, task, capsys):
 def test_chat_reward_clip_is_set_in_quantiles_of_the_sft_policys_rewards(tmp_path, capsys):
     """A reward model's scores have no fixed range: the clip bounds are measured on the SFT
     policy (5% and 95% quantiles of its rewards), recorded, and shown in the report."""
-    args = ["sweep", "task=chat", "trick=baseline,reward_clip", "seed=0,1",
+    args = ["sweep", "task=chat", "trick=baseline,reward_clamp_task", "seed=0,1",
             f"out_root={tmp_path}", "sweep_name=q", *SMALL]
     assert cli.main(args) == 0
     records = [read_record(p) for p in tmp_path.glob("q/runs/*/record.json")]
@@ -170,7 +170,7 @@ def test_model_scales_carry_the_scaled_recipe_and_64_groups_per_step():
         assert spec.config["model"]["path"].startswith("Qwen/Qwen2.5-")
         assert completions_per_step(spec.config) // tr["num_generations"] == 64
         assert tr["steps_per_generation"] == tr["gradient_accumulation_steps"]
-        (g4,) = specs_for([f"model={model}", "trick=group_4"], multirun=False)
+        (g4,) = specs_for([f"model={model}", "trick=group_size_4"], multirun=False)
         assert completions_per_step(g4.config) == 64 * 4  # still 64 groups
 
 

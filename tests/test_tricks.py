@@ -97,17 +97,17 @@ def test_reward_tricks_take_each_tasks_reward_units():
         (spec,) = specs_for(list(overrides), multirun=False)
         return spec.config["hooks"], spec
 
-    assert hooks("task=math", "trick=reward_clip")[0]["reward_clip"] == {"low": -0.5, "high": 1.0}
-    assert hooks("task=chat", "trick=reward_clip")[0]["reward_clip"] == {"low": 0.05, "high": 0.95}
-    assert hooks("task=code", "trick=length_penalty",
+    assert hooks("task=math", "trick=reward_clamp_task")[0]["reward_clip"] == {"low": -0.5, "high": 1.0}
+    assert hooks("task=chat", "trick=reward_clamp_task")[0]["reward_clip"] == {"low": 0.05, "high": 0.95}
+    assert hooks("task=code", "trick=length_penalty_task",
                  "task.shaping.length_penalty=0.5")[0]["length_penalty"] == 0.5
     assert hooks("trick=filter_low_reward_early",
                  "task.shaping.filter_threshold=0.5")[0]["filter_low_reward"]["threshold"] == 0.5
     # In reward units the values reach the run's identity through hooks only.
-    _, spec = hooks("trick=reward_clip")
+    _, spec = hooks("trick=reward_clamp_task")
     bare = {**spec.config, "task": {k: v for k, v in spec.config["task"].items() if k != "shaping"}}
     assert run_id(bare) == spec.run_id
-    _, other = hooks("trick=reward_clip", "task.shaping.clip.high=2.0")
+    _, other = hooks("trick=reward_clamp_task", "task.shaping.clip.high=2.0")
     assert other.run_id != spec.run_id
 
 
@@ -116,4 +116,4 @@ def test_a_quantile_outside_0_1_is_one_clear_error():
     from grpo_ablate.errors import UserError
 
     with pytest.raises(UserError, match=r"hooks.reward_clip.high=1.5: task.shaping.scale=sft_quantiles"):
-        specs_for(["task=chat", "trick=reward_clip", "task.shaping.clip.high=1.5"], multirun=False)
+        specs_for(["task=chat", "trick=reward_clamp_task", "task.shaping.clip.high=1.5"], multirun=False)

@@ -116,7 +116,7 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
     def half_right(prompts, completions, **_):
         return [1.0 if i % 16 < 8 else 0.05 for i in range(len(completions))]
 
-    (spec,) = specs_for(["trainer.max_steps=1", "eval.every_steps=0", "trick=filter_low_reward"], False)
+    (spec,) = specs_for(["trainer.max_steps=1", "eval.every_steps=0", "trick=filter_low_reward_all"], False)
     task = get_task(spec.config["task"])
     seen = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,7 +135,7 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
 
 
 def test_global_adv_norm_restandardises_after_group_zscore(tiny_policy):
-    _, outs = run_trainer(tiny_policy, ["trick=global_adv_norm"])
+    _, outs = run_trainer(tiny_policy, ["trick=adv_norm_global"])
     for o in outs:
         adv = o["out"]["advantages"]
         assert abs(adv.mean().item()) < 1e-5 and abs(adv.std().item() - 1) < 1e-2
@@ -144,7 +144,7 @@ def test_global_adv_norm_restandardises_after_group_zscore(tiny_policy):
 
 
 def test_no_kl_loads_no_reference_and_logs_no_kl(tiny_policy):
-    trainer, _ = run_trainer(tiny_policy, ["trick=no_kl"], steps=1)
+    trainer, _ = run_trainer(tiny_policy, ["trick=kl_off"], steps=1)
     assert trainer.beta == 0.0 and trainer.ref_model is None
     assert all("kl" not in h for h in trainer.state.log_history)
     trainer, _ = run_trainer(tiny_policy, ["trick=kl_0.1"], steps=1)
@@ -168,14 +168,14 @@ def test_native_tricks_reach_trl(tiny_policy, trick, attr, expected):
 def test_epsilon_clip_is_inert_without_reuse_and_acts_with_it(tiny_policy):
     once, _ = run_trainer(tiny_policy, ["trainer.epsilon=0.01", "trainer.epsilon_high=0.01"], steps=2)
     assert all(h.get("clip_ratio/region_mean", 0) == 0 for h in once.state.log_history)
-    reused, _ = run_trainer(tiny_policy, ["trick=reuse_2x_clip", "trainer.epsilon=0.01",
+    reused, _ = run_trainer(tiny_policy, ["trick=reuse_2x", "trainer.epsilon=0.01",
                                           "trainer.epsilon_high=0.01", "trainer.learning_rate=1e-3"],
                             steps=4)
     assert any(h.get("clip_ratio/region_mean", 0) > 0 for h in reused.state.log_history)
 
 
 def test_cosine_schedule_decays_the_lr(tiny_policy):
-    trainer, _ = run_trainer(tiny_policy, ["trick=lr_cosine"], steps=4)
+    trainer, _ = run_trainer(tiny_policy, ["trick=lr_schedule_cosine"], steps=4)
     lrs = [h["learning_rate"] for h in trainer.state.log_history if "learning_rate" in h]
     assert lrs[0] > lrs[-1] and not math.isclose(lrs[0], lrs[-1])
 

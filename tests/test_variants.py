@@ -66,8 +66,8 @@ def fixed_batch(tiny_policy, tmp_path_factory):
 @pytest.mark.parametrize("variant", [
     ["trick=loss_dr_grpo", *OFF_POLICY], ["trick=loss_dapo", *OFF_POLICY],
     ["trick=loss_bnpo", *OFF_POLICY], ["trick=loss_cispo", *OFF_POLICY],
-    ["trick=entropy_top_0.2", *OFF_POLICY], ["trick=clip_higher_0.28"],
-    ["trick=clip_two_sided_4"], ["trick=gspo"],
+    ["trick=entropy_tokens_0.2", *OFF_POLICY], ["trick=ratio_clip_high_0.28"],
+    ["trick=ratio_clip_delta_4"], ["trick=importance_sampling_sequence"],
 ])
 def test_a_loss_variant_changes_trls_loss_on_a_fixed_batch(variant, fixed_batch, tmp_path):
     base, batch = fixed_batch
@@ -92,7 +92,7 @@ def test_reward_scaling_changes_trls_advantages_on_the_same_completions(variant,
 def test_overlong_filtering_masks_trls_truncated_completions(tiny_policy, tmp_path):
     short = ["trainer.max_completion_length=2"]  # "38" + eos does not fit: truncated
     base = generate(trainer_for(short, tmp_path / "a"))
-    masked = generate(trainer_for([*short, "trick=overlong_filter"], tmp_path / "b"))
+    masked = generate(trainer_for([*short, "trick=overlong_mask"], tmp_path / "b"))
     assert torch.equal(base["completion_ids"], masked["completion_ids"])
     truncated = base["completion_mask"].sum(1) == 2
     assert truncated.any()
@@ -101,7 +101,7 @@ def test_overlong_filtering_masks_trls_truncated_completions(tiny_policy, tmp_pa
 
 
 def test_2_grpo_reaches_trl_as_groups_of_two(tiny_policy, tmp_path):
-    trainer = trainer_for(["trick=group_2"], tmp_path)
+    trainer = trainer_for(["trick=group_size_2"], tmp_path)
     assert trainer.num_generations == 2 and trainer.args.num_generations == 2
     batch = generate(trainer)
     assert batch["advantages"].view(-1, 2).sum(1).abs().max() < 1e-5  # centred per pair

@@ -23,7 +23,7 @@ def test_offline_run_carries_config_curves_and_summary(tmp_path, tiny_policy):
     runs = {}
     for out in ("a", "b"):
         (spec,) = specs_for(["trainer.max_steps=3", "eval.every_steps=2", "logger=wandb",
-                             "trick=ema", f"out_root={tmp_path / out}"], multirun=False)
+                             "trick=ema_0.9", f"out_root={tmp_path / out}"], multirun=False)
         record, history = train_one(spec)
         write_record(spec.run_dir, record, history)
         (path,) = (tmp_path / out / "adhoc" / "wandb").glob("offline-run-*/run-*.wandb")
@@ -31,7 +31,7 @@ def test_offline_run_carries_config_curves_and_summary(tmp_path, tiny_policy):
     a, b = runs["a"], runs["b"]
     assert a["run"].run_id != b["run"].run_id  # same run, two sweep folders: no collision
     assert a["config"]["run_id"] == b["config"]["run_id"] == spec.run_id
-    assert a["run"].run_group == "adhoc" and a["run"].job_type == "ema"
+    assert a["run"].run_group == "adhoc" and a["run"].job_type == "ema_0.9"
     config = {k for k in a["config"] if not k.startswith("_")}
     assert config == set(spec.config) | {"run_id"}  # grpo-ablate's config, not TRL's 200 keys
     assert a["config"]["hooks"]["ema"] == {"decay": 0.9}

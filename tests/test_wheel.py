@@ -62,7 +62,7 @@ def test_installed_cli_works_from_an_unrelated_folder(installed, tmp_path, tiny_
     tricks = cli(venv, "tricks", cwd=tmp_path)
     assert tricks.returncode == 0, tricks.stderr
     assert len(tricks.stdout.splitlines()) == len(TRICK_FILES) + 1  # a header, a line a trick
-    job = cli(venv, "run", "--cfg", "job", "trick=no_kl", cwd=tmp_path)
+    job = cli(venv, "run", "--cfg", "job", "trick=kl_off", cwd=tmp_path)
     assert job.returncode == 0 and "beta: 0.0" in job.stdout, job.stderr
     for task in ("math", "code", "chat"):  # the shipped fixtures are found and validated
         shown = cli(venv, "run", "--cfg", "job", f"task={task}", cwd=tmp_path)

@@ -25,7 +25,18 @@ def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:
     for folder in config_dirs or []:
         files.update({p.stem: p for p in sorted((Path(folder) / "trick").glob("*.yaml"))})
     tricks = [OmegaConf.to_container(OmegaConf.load(p))["trick"] for p in files.values()]
+    tricks = [t for t in tricks if "id" in t]  # a former name's file holds only `called_as`
     return sorted(tricks, key=lambda t: (t["id"] != "baseline", t["family"], t["id"]))
+
+
+def former_names(config_dirs: list[str] | None = None) -> dict[str, str]:
+    """A renamed trick's former name -> its name now (`trick.formerly` in its file)."""
+    return {t["formerly"]: t["id"] for t in load_catalog(config_dirs) if t.get("formerly")}
+
+
+def current_name(arm: str) -> str:
+    """An arm's name now: a former name maps to the trick's new one."""
+    return former_names().get(arm, arm)
 
 
 def catalog_table(config_dirs: list[str] | None = None) -> list[str]:
@@ -34,7 +45,8 @@ def catalog_table(config_dirs: list[str] | None = None) -> list[str]:
     tricks = sorted(load_catalog(config_dirs),
                     key=lambda t: t.get("catalog", "review") != "review")
     rows = [("id", "family", "what it changes", "claimed: the review's verdict, or the paper's")]
-    rows += [(t["id"] + (f" (vs {t['against']})" if t.get("against") else ""), t["family"],
+    rows += [(t["id"] + (f" (vs {t['against']})" if t.get("against") else "")
+              + (f" (was {t['formerly']})" if t.get("formerly") else ""), t["family"],
               t["changes"], prior_of(t) or "-") for t in tricks]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3]

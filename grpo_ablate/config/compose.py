@@ -41,7 +41,7 @@ from grpo_ablate.config.schema import check_keys, check_values, suggest
 from grpo_ablate.config.trainer import check_with_trl
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import write_cache_file
-from grpo_ablate.runtime import cache_root, package_version
+from grpo_ablate.runtime import cache_root, package_version, say
 
 
 def validate(cfg: DictConfig | dict) -> RunSpec:
@@ -62,6 +62,7 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
         data = cfg
     data = {k: v for k, v in data.items() if k != "hydra"}
     check_written(data)
+    announce_former_name(data)
     data = resolve(data)
     check_resolved(data)
     return RunSpec(config=data, run_id=run_id(data))
@@ -75,11 +76,24 @@ def check_written(data: dict) -> None:
     check_values(data)
 
 
+_ANNOUNCED: set[str] = set()
+
+
+def announce_former_name(data: dict) -> None:
+    """`trick=<a former name>` works, and says its name now, once per process."""
+    old = (data.get("trick") or {}).get("called_as")
+    if old and old not in _ANNOUNCED:
+        _ANNOUNCED.add(old)
+        say(f"notice: trick={old} is now trick={data['trick']['id']}; the old name still works")
+
+
 def resolve(data: dict) -> dict:
     """What follows the machine and the budget, on a copy: a null device and precision
     become this machine's (recorded), and budget.match=completions sets the batch and the
-    steps. Nothing else changes a config after composition."""
+    steps; a former trick name's marker is dropped. Nothing else changes a config after
+    composition."""
     out = copy.deepcopy(data)
+    out["trick"].pop("called_as", None)  # how it was asked for: not part of the run
     resolve_device(out["trainer"])
     match_budget(out)
     return out

@@ -34,7 +34,8 @@ def _unset_hooks_dropped(hooks: dict) -> dict:
 
 def run_id(data: dict) -> str:
     ident = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
-    ident["trick"] = {"id": data["trick"]["id"]}
+    # A renamed trick keeps its runs' first name here: its run ids and cached runs stay valid.
+    ident["trick"] = {"id": data["trick"].get("formerly") or data["trick"]["id"]}
     # In reward units, task.shaping only reaches the computation through hooks (which are in
     # the identity); as quantiles, how they are measured is part of it.
     task = data.get("task") or {}

@@ -69,9 +69,11 @@ SCHEMA: dict[str, Any] = {
     # prior: the source review's verdict (its catalog; `verdict`, the old spelling, is still
     # read); claim and source: a paper's (the variants); modules: a hook trick's own modules
     # (grpo_ablate/hook_tricks.py);
-    # against: the arm it is compared with (default: baseline), one it can act on.
+    # formerly: a renamed trick's first name (its run ids keep it); called_as: set by a former
+    # name's file, for the notice; against: the arm it is compared with (default: baseline),
+    # one it can act on.
     "trick": {"id": _LEAF, "family": _LEAF, "changes": _LEAF, "prior": _LEAF, "verdict": _LEAF,
-              "keys": _LEAF, "modules": _LEAF,
+              "keys": _LEAF, "modules": _LEAF, "formerly": _LEAF, "called_as": _LEAF,
               "catalog": _LEAF, "claim": _LEAF, "source": _LEAF, "against": _LEAF},
     "logger": {"backend": _LEAF, "project": _LEAF, "entity": _LEAF, "mode": _LEAF, "dir": _LEAF},
 }

@@ -81,7 +81,7 @@ def adopt(spec: RunSpec) -> bool:
     if found is None:
         return False
     record, history, entry = found
-    mine = replace(record, sweep=spec.config["sweep_name"], config=spec.config,
+    mine = replace(record, sweep=spec.config["sweep_name"], arm=spec.arm, config=spec.config,
                    origin=str(entry.resolve()))
     write_record(spec.run_dir, mine, history)
     return True

@@ -5,9 +5,10 @@ rates). The sweep writes it; the report reads it to take the verdicts from the l
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
+from grpo_ablate.config.catalog import former_names
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import atomic_write_text
 from grpo_ablate.stats.sequential import Design
@@ -31,7 +32,8 @@ def write_plan(sweep_dir: Path, design: Design) -> dict:
     wanted = plan_json(design)
     if path.is_file():
         have = read_plan(sweep_dir)
-        if have != design:
+        if replace(have, arms=tuple(sorted(have.arms))) != \
+                replace(design, arms=tuple(sorted(design.arms))):  # the arms in any order
             raise UserError(
                 f"adaptive: {path} declares rungs {list(have.rungs)}, alpha {have.alpha}, "
                 f"futility {have.futility}, {len(have.arms)} arms on {have.metric}; this command "
@@ -49,8 +51,10 @@ def read_plan(sweep_dir: Path) -> Design | None:
         return None
     try:
         d = json.loads(path.read_text())["design"]
+        renamed = former_names()  # a plan declared under a trick's former name
         return Design(rungs=tuple(d["rungs"]), alpha=d["alpha"], min_effect=d["min_effect"],
-                      futility=d["futility"], metric=d["metric"], arms=tuple(d["arms"]))
+                      futility=d["futility"], metric=d["metric"],
+                      arms=tuple(renamed.get(a, a) for a in d["arms"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{path}: not a readable adaptive plan ({exc}); allowed: the file "
                         "`grpo-ablate sweep adaptive=true` wrote") from None

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_ablate.config.catalog import prior_of
+from grpo_ablate.config.catalog import former_names, prior_of
 from grpo_ablate.config.identity import computation_key
 from grpo_ablate.config.review import recipe_departures
 from grpo_ablate.errors import UserError
@@ -56,6 +56,18 @@ def records_table(records) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def renamed_arms(df: pd.DataFrame) -> list[str]:
+    """Records of a renamed trick written under its former name are reported under its name
+    now (their run ids are the same), in place; one note."""
+    renamed = former_names()
+    found = sorted(set(df["arm"]) & set(renamed))
+    df["arm"] = df["arm"].map(lambda a: renamed.get(a, a))
+    if not found:
+        return []
+    return [f"records of {len(found)} renamed arm(s) are reported under their names now: "
+            + ", ".join(f"{old} -> {renamed[old]}" for old in found)]
+
+
 def load_results(paths: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
     """The table and its warnings (corrupt records by path, dropped duplicates), from one
     or more sweep folders, or one CSV."""
@@ -74,6 +86,7 @@ def load_results(paths: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
             raise UserError(f"{', '.join(map(str, paths))}: no valid run records under "
                             "runs/*/record.json" + (f" ({len(warnings)} corrupt)" if warnings else ""))
         df = records_table(records)
+        warnings += renamed_arms(df)
     df, notes = _normalise(df)
     return df, warnings + notes
 
