@@ -34,14 +34,13 @@ from grpo_ablate.command_line import (
     parse_hydra_line,
     with_default_sweep,
 )
-from grpo_ablate.config import check_trainable, compose, expand_jobs, specs_for, validate
+from grpo_ablate.config import compose, expand_jobs, specs_for, validate
 from grpo_ablate.config.catalog import catalog_table
 from grpo_ablate.config.compose import Composer
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
 from grpo_ablate.models.packaged import FetchError
-from grpo_ablate.records import RECORD_NAME, CorruptRecord, read_record
-from grpo_ablate.runtime import quiet_libraries
+from grpo_ablate.runtime import quiet_libraries, say
 
 # Each command loads only its own stack: `run --help` or `--cfg job` must not pay for torch,
 # TRL, pandas or scipy. The imports of heavy layers sit in the commands that use them.
@@ -75,22 +74,9 @@ def cmd_run(args: list[str]) -> int:
     if line.show:
         return _show(line, line.overrides)
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
-    check_trainable(sweep.unfinished([spec]))
-    sweep.prepare_checkpoints(sweep.unfinished([spec]))
-    _hydra([*line.flags(), *line.overrides], multirun=False)
-    try:
-        record = read_record(spec.run_dir / RECORD_NAME)
-    except CorruptRecord:  # another sweep holds the run's lock and is training it
-        print(f"grpo-ablate: no record at {spec.run_dir}: another sweep is training this run",
-              file=sys.stderr)
-        return 1
-    print(f"record: {spec.run_dir / RECORD_NAME}")
-    print(f"status={record.status} " + " ".join(
-        f"{k}={v:.4f}" for k, v in sorted(record.metrics.items()) if v is not None))
-    if record.status == "failed":
-        print(f"grpo-ablate: the run failed: {record.error}", file=sys.stderr)
-        return 1
-    return 0
+    from grpo_ablate.launch.driver import run_one
+
+    return run_one(spec, lambda: _hydra([*line.flags(), *line.overrides], multirun=False))
 
 
 def cmd_sweep(args: list[str]) -> int:
@@ -103,13 +89,12 @@ def _sweep(line: HydraLine, default_sweep: bool) -> int:
     if any(f in line.show for f in ("-h", "--help", "--hydra-help")):
         return _show(line, overrides)  # Hydra's help: no job to list
     if line.show:  # one run's config: the sweep's first job, after listing them all
-        jobs = expand_jobs([*search, *overrides])
-        print(f"# {len(jobs)} jobs; the first one's config follows", file=sys.stderr)
+        jobs = [[o for o in job if not o.startswith("hydra.searchpath")]
+                for job in expand_jobs([*search, *overrides])]
+        say(f"# {len(jobs)} jobs; the first one's config follows")
         for i, job in enumerate(jobs):
-            print(f"#   {i}: {' '.join(o for o in job if not o.startswith('hydra.searchpath'))}",
-                  file=sys.stderr)
-        first = [o for o in jobs[0] if not o.startswith("hydra.searchpath")]
-        return _show(line, [*first, "hydra.mode=RUN"])
+            say(f"#   {i}: {' '.join(job)}")
+        return _show(line, [*jobs[0], "hydra.mode=RUN"])
     composer = Composer()  # shared by the rungs of an adaptive sweep
     specs = specs_for([*search, *overrides], multirun=True, composer=composer)
     from grpo_ablate.launch.driver import LaunchSettings, run_sweep  # heavy: pandas, scipy

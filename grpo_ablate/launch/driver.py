@@ -1,20 +1,23 @@
-"""The one sweep driver. `grpo-ablate sweep` and grpo-ablate's Hydra sweeper (a plain
-`python -m grpo_ablate.app -m ...`) both call `run_sweep`: the runs without a record are
-trained (a fixed sweep in one launch, an adaptive one rung by rung), then the statistics
-stage reports on each sweep folder. How runs are launched is the caller's: a Hydra multirun
-on the configured launcher."""
+"""The one driver. `grpo-ablate run` calls `run_one`. `grpo-ablate sweep` and grpo-ablate's
+Hydra sweeper (a plain `python -m grpo_ablate.app -m ...`) both call `run_sweep`: the runs
+without a record are trained (a fixed sweep in one launch, an adaptive one rung by rung),
+then the statistics stage reports on each sweep folder. How runs are launched is the
+caller's: a Hydra multirun on the configured launcher."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from grpo_ablate.config import RunSpec
+from grpo_ablate.config import RunSpec, check_trainable
 from grpo_ablate.launch import sweep
-from grpo_ablate.report.settings import ReportSettings
+from grpo_ablate.records import RECORD_NAME, CorruptRecord, read_record
 from grpo_ablate.runtime import say
+
+if TYPE_CHECKING:  # the report stage loads pandas, scipy and matplotlib: only where it runs
+    from grpo_ablate.report.settings import ReportSettings
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,26 @@ class LaunchSettings:
     overrides: list[str]
     launch: Callable[[list[str]], Any]
     compose: Callable[[list[str]], list[RunSpec]]
+
+
+def run_one(spec: RunSpec, launch: Callable[[], Any]) -> int:
+    """`grpo-ablate run`: TRL's checks and the starting checkpoint unless recorded, then
+    `launch()` (a Hydra run of its one job) and the record's summary; 1 when it failed."""
+    check_trainable(sweep.unfinished([spec]))
+    sweep.prepare_checkpoints(sweep.unfinished([spec]))
+    launch()
+    try:
+        record = read_record(spec.run_dir / RECORD_NAME)
+    except CorruptRecord:  # another sweep holds the run's lock and is training it
+        say(f"grpo-ablate: no record at {spec.run_dir}: another sweep is training this run")
+        return 1
+    print(f"record: {spec.run_dir / RECORD_NAME}")
+    print(f"status={record.status} " + " ".join(
+        f"{k}={v:.4f}" for k, v in sorted(record.metrics.items()) if v is not None))
+    if record.status == "failed":
+        say(f"grpo-ablate: the run failed: {record.error}")
+        return 1
+    return 0
 
 
 def run_sweep(specs: list[RunSpec], launch: LaunchSettings,
@@ -50,6 +73,7 @@ def run_sweep(specs: list[RunSpec], launch: LaunchSettings,
         sweep.launch_unfinished(specs, lambda: launch.launch(launch.overrides), describe)
         say(f"sweep finished in {time.perf_counter() - t0:.0f}s")
     from grpo_ablate.report import report_or_skip  # heavy: pandas, scipy, matplotlib
+    from grpo_ablate.report.settings import ReportSettings
 
     report = report or ReportSettings.for_logger(specs[0].config["logger"])
     for sweep_dir in sweep_dirs:
