@@ -56,6 +56,9 @@ class RunRecord:
     notes: list[str] = field(default_factory=list)  # what the run says about itself
     # The steps of the mid-run checkpoints this run was resumed from, one per interruption.
     resumed_from: list[int] = field(default_factory=list)
+    # The final held-out evaluation per prompt, columnwise: {ids, greedy, sampled, reward}
+    # (tasks/evaluation.py, prompt_outcomes); null in records written before it.
+    prompts: dict[str, Any] | None = None
     checksum: str = field(default="")
 
     def content_checksum(self) -> str:
@@ -118,9 +121,21 @@ def write_record(run_dir: Path, record: RunRecord, history: list[dict],
     record.checksum = record.content_checksum()
     lines = "".join(json.dumps(jsonable(row), allow_nan=False) + "\n" for row in history)
     atomic_write_text(run_dir / HISTORY_NAME, lines)
-    body = json.dumps(jsonable(asdict(record)), indent=1, sort_keys=True, allow_nan=False)
-    atomic_write_text(run_dir / RECORD_NAME, body + "\n", pause=pause)
+    atomic_write_text(run_dir / RECORD_NAME, record_json(record) + "\n", pause=pause)
     return run_dir / RECORD_NAME
+
+
+def record_json(record: RunRecord) -> str:
+    """record.json's text: one field per line, except the per-prompt columns, which keep to
+    one line each (hundreds of prompts would otherwise be thousands of lines)."""
+    data = jsonable(asdict(record))
+    if data.get("prompts") is None:
+        return json.dumps(data, indent=1, sort_keys=True, allow_nan=False)
+    prompts = data.pop("prompts")
+    body = json.dumps(data, indent=1, sort_keys=True, allow_nan=False)
+    columns = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, allow_nan=False)}"
+                         for k, v in sorted(prompts.items()))
+    return body[:-2] + ',\n "prompts": {\n' + columns + "\n }\n}"
 
 
 def read_record(path: Path) -> RunRecord:

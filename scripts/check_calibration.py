@@ -6,8 +6,13 @@
 3. Equivalence: no_effect is called only where the truth lies inside +/- min-effect, and
    wrongly (truth outside) at most alpha of the time, also family-wise over 10 such arms
    (the TOST p-values are Holm-adjusted like the significance side).
-Prints fwer=, power_gap=, equiv_error=, false_no_effect= and ends with calibration=ok or
-names the failure.
+4. The task scope (stats/crossed.py): a trick that helps some problems and hurts others,
+   zero on average over the task's problems, evaluated on a fresh sample of 64 held-out
+   prompts per simulated study. The seed-only test ("on these prompts") finds the sample's
+   effect more often as seeds grow; the crossed test holds alpha at every seed count. Its
+   cost: the power on a planted homogeneous effect under both scopes.
+Prints fwer=, power_gap=, equiv_error=, false_no_effect=, task_fwer_<scope>_s<S>= and
+task_power_<scope>= and ends with calibration=ok or names the failure.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from grpo_ablate.results.table import per_run_means
 from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.significance import paired_power
 
@@ -30,9 +36,52 @@ def simulate(effects: dict[str, float], seeds: int, rng, seed_sd=0.04, run_sd=0.
     return pd.DataFrame(rows)
 
 
+def simulate_prompts(seeds: int, prompts: int, rng, spread: float,
+                     shift: float = 0.0) -> pd.DataFrame:
+    """One study: per-prompt correct (0/1) of the baseline and arm x over seeds x prompts.
+    Each problem's solve rate is U(0.3, 0.7); the trick moves it by U(-spread, spread) +
+    shift (zero on the task's average when shift = 0); each run's seed moves the rate of
+    all its problems by N(0, 0.02)."""
+    base = rng.uniform(0.3, 0.7, prompts)
+    effect = rng.uniform(-spread, spread, prompts) + shift
+    rows = []
+    for arm, moved in (("baseline", 0.0), ("x", 1.0)):
+        for s in range(seeds):
+            rate = np.clip(base + moved * effect + rng.normal(0, 0.02), 0, 1)
+            hits = rng.random(prompts) < rate
+            rows += [{"arm": arm, "seed": s, "model": "m", "task": "t", "status": "completed",
+                      "prompt": f"p{j}", "eval/accuracy": float(hits[j])} for j in range(prompts)]
+    return pd.DataFrame(rows)
+
+
+def rejection_rate(sims: int, seeds: int, rng, scope: str, alpha: float, spread: float,
+                   shift: float = 0.0) -> float:
+    hits = 0
+    for _ in range(sims):
+        long = simulate_prompts(seeds, 64, rng, spread, shift)
+        rep = analyse(per_run_means(long), Settings(alpha=alpha, scope=scope), prompts=long)
+        hits += rep["strata"][0]["arms"][0]["verdict"] in ("improves", "harms")
+    return hits / sims
+
+
+def task_scope(sims: int, alpha: float, failures: list[str]) -> None:
+    mc = 3 * math.sqrt(alpha * (1 - alpha) / sims)
+    for seeds in (3, 10, 30):
+        for scope in ("prompts", "task"):
+            rate = rejection_rate(sims, seeds, np.random.default_rng(seeds), scope, alpha, 0.3)
+            print(f"task_fwer_{scope}_s{seeds}={rate:.3f} (zero effect on the task, per-prompt "
+                  f"effects U(-0.3, 0.3), 64 prompts; {'seed-only' if scope == 'prompts' else 'crossed'})")
+            if scope == "task" and rate > alpha + mc:
+                failures.append(f"task_fwer_task_s{seeds}")
+    for scope in ("prompts", "task"):
+        rate = rejection_rate(sims, 10, np.random.default_rng(7), scope, alpha, 0.0, shift=0.05)
+        print(f"task_power_{scope}={rate:.3f} (a homogeneous +0.05 on every prompt, 10 seeds)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", type=int, default=400)
+    ap.add_argument("--task-sims", type=int, default=300, help="studies per task-scope setting")
     ns = ap.parse_args()
     rng = np.random.default_rng(2026)
     alpha, failures = 0.05, []
@@ -89,6 +138,7 @@ def main() -> None:
           "<= alpha)")
     if false_no_effect > alpha + mc:
         failures.append("false_no_effect")
+    task_scope(ns.task_sims, alpha, failures)
     print("calibration=ok" if not failures else f"calibration=failed: {', '.join(failures)}")
 
 

@@ -44,6 +44,10 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     p.add_argument("--baseline", default=d.baseline)
     p.add_argument("--alpha", type=float, default=d.alpha)
     p.add_argument("--correction", choices=["holm", "bh"], default=d.correction)
+    p.add_argument("--scope", choices=["task", "prompts"], default=d.scope,
+                   help="task (default): verdicts that generalise to the task's problems, "
+                        "seeds and held-out prompts both as chance; prompts: on these "
+                        "held-out prompts, seeds alone")
     p.add_argument("--min-effect", type=float, default=d.min_effect,
                    help="smallest effect worth knowing, in metric units (default 0.01)")
     p.add_argument("--inert-below", type=float, default=d.inert_below,
@@ -65,6 +69,7 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     settings = ReportSettings(
         metric=ns.metric, direction=ns.direction, baseline=ns.baseline, alpha=ns.alpha,
         correction=ns.correction, min_effect=ns.min_effect, inert_below=ns.inert_below,
+        scope=ns.scope,
         out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
         wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity)
     if (len(ns.path) > 1 or any(glob_magic(p) for p in ns.path)) and ns.out is None:
@@ -73,7 +78,7 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
 
 
 def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], object]:
-    df, warnings = load_results(paths)
+    df, warnings, prompts = load_results(paths, with_prompts=True)
     note = machines_note(df)
     if note:
         warnings.append(note)
@@ -81,7 +86,7 @@ def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], obje
     if note:
         warnings.append(note)
     try:
-        return analyse(df, settings, secondary=SECONDARY), warnings, df
+        return analyse(df, settings, secondary=SECONDARY, prompts=prompts), warnings, df
     except SettingError as exc:  # the statistics name the setting; the user typed a flag
         raise UserError(f"--{exc.setting.replace('_', '-')} {exc.value}: {exc.problem}") from None
     except ResultsError as exc:

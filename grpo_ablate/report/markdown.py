@@ -44,6 +44,7 @@ def render_markdown(report: dict, figures: list[str]) -> str:
             f"- Arms compared: {len(st['arms'])}; test: {', '.join(tests) or '-'} (paired on "
             "the seeds arm and baseline share, Welch when too few are shared; chosen from the "
             "design, not the results).",
+            scope_line(st),
             f"- alpha {a}, {report['correction'].upper()} correction over {st['comparisons']} "
             f"comparisons, for both significance and equivalence; min-effect "
             f"±{report['min_effect']} (smaller differences do not matter); secondary and "
@@ -88,8 +89,8 @@ def render_markdown(report: dict, figures: list[str]) -> str:
         lines += [f"- {x['arm']}: {_p(x['robust_p'])}, {_p(x['permutation_p'])}, "
                   f"{_f(x['prob_improvement'], 2)}" for x in st["arms"]]
         lines += _against(st, report["baseline"]) + _priors(st, report.get("priors") or {})
-        lines += (_adaptive(st) + _activity(st) + _budget(st) + _ema(st, m) + _stability(st) + _illusion(st)
-                  + _recipe(st) + _diag(st) + _failures(st))
+        lines += (_adaptive(st) + _variance(st) + _activity(st) + _budget(st) + _ema(st, m)
+                  + _stability(st) + _illusion(st) + _recipe(st) + _diag(st) + _failures(st))
     if len(report["strata"]) > 1:
         lines += _strata(report)
     if report.get("strata_without_baseline"):
@@ -130,6 +131,48 @@ def _priors(st: dict, priors: dict) -> list[str]:
 REASONS = {"efficacy": "crossed the efficacy boundary", "equivalence": "equivalent (TOST)",
            "identical": "identical to the baseline on every seed", "final": "last rung reached",
            "futility": "stopped for futility", "open": "still open"}
+
+
+SCOPES = {
+    "task": "- Scope: **the task**. Seeds and held-out prompts are both sources of chance: "
+            "each arm's difference has a two-way random-effects test over the seeds x prompts "
+            "it shares with the baseline (crossed_t, Satterthwaite df), so a verdict holds for "
+            "the task's kind of problem, not only for these prompts (`--scope prompts` for "
+            "that).",
+    "prompts": "- Scope: **these held-out prompts**. Seeds are the only source of chance; a "
+               "verdict says what the trick does on this held-out set (`--scope task` adds "
+               "the prompt-sampling component).",
+    "prompts (no per-prompt outcomes)": "- Scope: **these held-out prompts**: the task scope "
+               "was asked for, but the runs carry no per-prompt outcomes (records written "
+               "before them, or a CSV without a `prompt` column), so seeds are the only "
+               "source of chance here.",
+}
+
+
+def scope_line(st: dict) -> str:
+    return SCOPES.get(st.get("scope", "prompts"), SCOPES["prompts"])
+
+
+def _variance(st: dict) -> list[str]:
+    """Each arm's variance decomposition, and which route buys precision."""
+    arms = [x for x in st["arms"] if x.get("variance")]
+    if not arms:
+        return []
+    out = section("Where the uncertainty comes from (variance of the paired difference)") + [
+        "Per arm: the variance of a run's seed effect on the difference, of the trick's "
+        "effect across prompts, and of the rest (seed x prompt), from the seeds x prompts "
+        "table the arm shares with the baseline; the standard error of the mean difference "
+        "on these prompts and for the task, and the prompt component's share of the latter.",
+        "", "| arm | seeds x prompts | seed var | prompt var | residual var | SE (these "
+        "prompts) | SE (task) | from prompts |", "|---|---|---|---|---|---|---|---|"]
+    for x in arms:
+        v = x["variance"]
+        share = v["prompt_share"]
+        out.append(f"| {x['arm']} | {v['seeds']} x {v['prompts']} | {v['seed']:.2g} | "
+                   f"{v['prompt']:.2g} | {v['residual']:.2g} | {_f(v['se_prompts_scope'])} | "
+                   f"{_f(v['se_task_scope'])} | "
+                   f"{_f(share * 100 if share is not None else None, 0)}% |")
+    return out
 
 
 def section(title: str) -> list[str]:
@@ -270,6 +313,10 @@ def waiting_cell(w: dict | None) -> str:
         return "-"
     if w["on"] == "a trick that acts":
         return "a trick that acts"
+    if "more_prompts" in w:  # the task scope: seeds, or prompts, whichever is possible
+        routes = [f"+{w['more_seeds']} seeds" if w["more_seeds"] is not None else None,
+                  f"+{w['more_prompts']} prompts" if w["more_prompts"] is not None else None]
+        return f"{w['on']} " + (" or ".join(r for r in routes if r) or "(see below)")
     more = f" +{w['more_seeds']}" if w["more_seeds"] is not None else " (see below)"
     return f"{w['on']}{more}"
 

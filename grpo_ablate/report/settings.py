@@ -22,6 +22,7 @@ class ReportSettings:
     correction: str = "holm"          # holm | bh
     min_effect: float = 0.01
     inert_below: float = 0.05
+    scope: str = "task"               # task | prompts (stats/crossed.py)
     out: str | None = None            # None: the sweep folder, or beside a CSV
     figures: bool = True
     wandb: str | None = None          # offline | online: also the W&B summary run
@@ -49,4 +50,5 @@ class ReportSettings:
 
         return Settings(metric=self.metric, baseline=self.baseline, alpha=self.alpha,
                         correction=self.correction, min_effect=self.min_effect,
-                        direction=self.direction, inert_below=self.inert_below)
+                        direction=self.direction, inert_below=self.inert_below,
+                        scope=self.scope)

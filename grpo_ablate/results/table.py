@@ -27,6 +27,9 @@ from grpo_ablate.stats.columns import ID_COLUMNS
 TIMINGS = ("run_id", "sweep_dir", "wall_seconds", "budget/wall_seconds", "budget/eval_seconds",
            "budget/generation_seconds", "machine", "machine_id")
 KEY = ["model", "task", "arm", "seed"]
+# A record's per-prompt columns (records.RunRecord.prompts) -> the run metric they average to.
+PROMPT_METRICS = {"greedy": "eval/accuracy", "sampled": "eval/sampled_accuracy",
+                  "reward": "eval/reward_mean"}
 
 
 def records_table(records) -> pd.DataFrame:
@@ -68,12 +71,47 @@ def renamed_arms(df: pd.DataFrame) -> list[str]:
             + ", ".join(f"{old} -> {renamed[old]}" for old in found)]
 
 
-def load_results(paths: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
+def prompt_rows(records) -> pd.DataFrame:
+    """The per-prompt outcomes of the records that carry them, one row per (run, prompt):
+    arm, seed, model, task, prompt, and the final evaluation's eval/accuracy (greedy
+    correct), eval/sampled_accuracy (the share of its samples correct), eval/reward_mean."""
+    frames = []
+    for r in records:
+        if r.prompts is None or r.status == "failed":
+            continue
+        cols = {"prompt": r.prompts["ids"]}
+        cols.update({metric: r.prompts[name] for name, metric in PROMPT_METRICS.items()
+                     if r.prompts.get(name) is not None})
+        frame = pd.DataFrame(cols)
+        frame.insert(0, "arm", r.arm)
+        frame.insert(1, "seed", r.seed)
+        frame.insert(2, "model", r.model)
+        frame.insert(3, "task", r.task)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["arm", "seed", "model", "task", "prompt"])
+
+
+def per_run_means(long: pd.DataFrame) -> pd.DataFrame:
+    """A long CSV (one row per run and prompt, a `prompt` column): each run's metrics are
+    its prompts' means."""
+    keys = [c for c in ("arm", "seed", "model", "task", "status") if c in long.columns]
+    metrics = [c for c in long.columns if c not in keys and c != "prompt"
+               and pd.api.types.is_numeric_dtype(long[c])]
+    return long.groupby(keys, sort=False, as_index=False)[metrics].mean()
+
+
+def load_results(paths: str | Path | list, with_prompts: bool = False):
     """The table and its warnings (corrupt records by path, dropped duplicates), from one
-    or more sweep folders, or one CSV."""
+    or more sweep folders, or one CSV; with `with_prompts`, also the per-prompt outcomes
+    (records that carry them, or a CSV's rows when it has a `prompt` column; None without)."""
     paths = [Path(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
+    prompts = None
     if len(paths) == 1 and not paths[0].is_dir():
         df, warnings = _load_csv(paths[0]), []
+        if "prompt" in df.columns:
+            df["prompt"] = df["prompt"].map(str)
+            prompts, df = df, per_run_means(df)
     else:
         records, warnings = [], []
         for path in paths:
@@ -87,8 +125,11 @@ def load_results(paths: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
                             "runs/*/record.json" + (f" ({len(warnings)} corrupt)" if warnings else ""))
         df = records_table(records)
         warnings += renamed_arms(df)
+        prompts = prompt_rows(records)
+        renamed_arms(prompts)
+        prompts = prompts if len(prompts) else None
     df, notes = _normalise(df)
-    return df, warnings + notes
+    return (df, warnings + notes, prompts) if with_prompts else (df, warnings + notes)
 
 
 def _load_csv(path: Path) -> pd.DataFrame:

@@ -18,7 +18,7 @@ Decision rules (docs/verdicts.md):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -34,9 +34,10 @@ from grpo_ablate.stats.accounting import (
 )
 from grpo_ablate.stats.columns import metric_columns
 from grpo_ablate.stats.correct import adjust
+from grpo_ablate.stats.crossed import CrossedTest, crossed_test, standard_error
 from grpo_ablate.stats.errors import ResultsError, SettingError
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
-from grpo_ablate.stats.significance import mde
+from grpo_ablate.stats.significance import Comparison, mde
 from grpo_ablate.stats.stratum import Stratum, clean, compare, mean_std
 from grpo_ablate.stats.waiting import waiting_on
 
@@ -63,6 +64,7 @@ class Settings:
     direction: str | None = None  # higher | lower; None: from the metric's name
     inert_below: float = 0.05     # activity under this: the trick was not really tested
     sequential: Design | None = None  # an adaptive sweep's plan: verdicts from its looks
+    scope: str = "task"  # task: seeds and held-out prompts as chance; prompts: seeds only
 
     @property
     def metric_direction(self) -> str:
@@ -110,16 +112,21 @@ def _outcome(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, al
 
 
 def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direction: str,
-                   full: bool = True, acts: dict[str, dict] | None = None) -> dict:
+                   full: bool = True, acts: dict[str, dict] | None = None,
+                   prompts: pd.DataFrame | None = None) -> dict:
     """One stratum, one metric: baseline summary and one entry per arm. `full` adds the
     robustness columns and power (the primary metric); secondary metrics skip them. `acts`:
     each arm's trick activity (the primary metric's verdicts apply the inert rule)."""
     comps = [st.compare(arm, st.against_of(arm), metric, s.min_effect, full) for arm in st.arms]
+    crossed = [crossed_for(prompts, arm, st.against_of(arm), metric, s.min_effect, s.scope)
+               if prompts is not None else None for arm in st.arms]
+    if s.scope == "task":  # the prompt component in every test, CI and TOST
+        comps = [with_crossed(c, x) for c, x in zip(comps, crossed, strict=True)]
     k = max(1, sum(not math.isnan(c.p_value) for c in comps))
     p_adj = adjust([c.p_value for c in comps], correction)
     tost_adj = adjust([c.tost_p for c in comps], correction)
     entries = []
-    for arm, c, pa, ta in zip(st.arms, comps, p_adj, tost_adj, strict=True):
+    for arm, c, pa, ta, x in zip(st.arms, comps, p_adj, tost_adj, crossed, strict=True):
         act = (acts or {}).get(arm)
         v = verdict(pa, c.ci_low, c.ci_high, ta, s.alpha, s.min_effect, direction,
                     exact_zero=c.exact and c.diff == 0.0 and c.n >= 2,
@@ -143,9 +150,55 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
                                  f"has no runs here: compared with {st.baseline}"]
                                 if arm in st.missing_against else []),
             "against": st.against_of(arm),
+            "variance": variance_entry(x, s.scope) if x is not None else None,
         }
         entries.append({key: clean(val) for key, val in entry.items()})
     return {"baseline": baseline_summary(st, metric), "arms": entries, "k": k}
+
+
+def crossed_for(prompts: pd.DataFrame, arm: str, other: str, metric: str, min_effect: float,
+                scope: str) -> CrossedTest | None:
+    """The seeds x prompts table of paired differences (arm - other) on the seeds both have
+    and the prompts every one of those runs has, and its crossed test; None under 2 x 2."""
+    if metric not in prompts.columns:
+        return None
+
+    def table(name: str) -> pd.DataFrame:
+        rows = prompts[prompts["arm"] == name]
+        return rows.pivot_table(index="seed", columns="prompt", values=metric, aggfunc="mean")
+
+    a, b = table(arm), table(other)
+    seeds = a.index.intersection(b.index)
+    ids = a.columns.intersection(b.columns)
+    a, b = a.loc[seeds, ids], b.loc[seeds, ids]
+    keep = a.notna().all(axis=0) & b.notna().all(axis=0)
+    d = (a.loc[:, keep] - b.loc[:, keep]).to_numpy(float)
+    if d.shape[0] < 2 or d.shape[1] < 2:
+        return None
+    return crossed_test(d, min_effect, scope)
+
+
+def with_crossed(c: Comparison, x: CrossedTest | None) -> Comparison:
+    """The seed comparison with its test, CI and TOST taken from the crossed test (its
+    robustness columns, which never decide, stay the seeds'). Unchanged without one, or
+    when the table has no spread (an exact tie stays the seeds' exact verdict)."""
+    if x is None or not x.se > 0:
+        return c
+    n = x.parts.seeds
+    return replace(c, test="crossed_t", n=n, n_base=n, diff=x.diff, ci_low=x.ci_low,
+                   ci_high=x.ci_high, p_value=x.p_value, tost_p=x.tost_p,
+                   sd=x.se * math.sqrt(n), effect_size=x.diff / (x.se * math.sqrt(n)),
+                   notes=[*c.notes, f"seeds and {x.parts.prompts} held-out prompts as "
+                          f"chance (Satterthwaite df {x.df:.1f})"])
+
+
+def variance_entry(x: CrossedTest, scope: str) -> dict:
+    """An arm's variance decomposition, and the standard error under each scope."""
+    v = x.parts
+    return {"seed": v.seed, "prompt": v.prompt, "residual": v.residual, "seeds": v.seeds,
+            "prompts": v.prompts, "se_prompts_scope": math.sqrt(v.ms_seed / (v.seeds * v.prompts)),
+            "se_task_scope": standard_error(v, "task")[0], "prompt_share": clean(v.prompt_share()),
+            "scope": scope}
 
 
 def baseline_summary(st: Stratum, metric: str) -> dict:
@@ -235,8 +288,10 @@ def _is_number(value) -> bool:
         return False
 
 
-def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -> dict:
-    """The whole report.json: one entry per (model, task) stratum."""
+def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None,
+            prompts: pd.DataFrame | None = None) -> dict:
+    """The whole report.json: one entry per (model, task) stratum. `prompts`: per-prompt
+    outcomes (arm, seed, model, task, prompt, metrics), for the task scope."""
     if s.baseline not in set(df["arm"]):
         raise SettingError("baseline", s.baseline, "no such arm in the results; arms: "
                            + ", ".join(sorted(set(df["arm"]))))
@@ -245,20 +300,24 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None) -
     numeric = set(metric_columns(df))
     out = {"metric": s.metric, "direction": direction, "alpha": s.alpha,
            "correction": s.correction, "baseline": s.baseline, "min_effect": s.min_effect,
-           "inert_below": s.inert_below, "strata": [], "strata_without_baseline": []}
+           "inert_below": s.inert_below, "scope": s.scope, "strata": [],
+           "strata_without_baseline": []}
     for (model, task), sub in df.groupby(["model", "task"], sort=True):
         if s.baseline not in set(sub["arm"]):
             out["strata_without_baseline"].append(
                 {"model": model, "task": task, "arms": sorted(set(sub["arm"])), "runs": len(sub)})
             continue
         _check_one_recipe(sub, s.baseline, model, task)
-        out["strata"].append(analyse_stratum(sub, s, model, task, numeric, secondary or []))
+        mine = None if prompts is None else \
+            prompts[(prompts["model"] == model) & (prompts["task"] == task)]
+        out["strata"].append(analyse_stratum(sub, s, model, task, numeric, secondary or [],
+                                             mine if mine is not None and len(mine) else None))
     out["sign_flips"] = sign_flips(out["strata"])
     return out
 
 
 def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numeric: set[str],
-                    secondary: list[str]) -> dict:
+                    secondary: list[str], prompts: pd.DataFrame | None = None) -> dict:
     """One (model, task) stratum: the primary metric's verdicts (an adaptive sweep's from
     its looks), the secondary and stability metrics, and what sits beside the verdicts."""
     direction = s.metric_direction
@@ -266,20 +325,25 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
               *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
     st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric])
     acts = activity(st)
-    primary = analyse_metric(st, s, s.metric, s.correction, direction, acts=acts)
+    adaptive_plan = s.sequential is not None and s.sequential.metric == s.metric
+    # An adaptive sweep's looks were declared on seeds alone: its verdicts keep that scope.
+    scoped = replace(s, scope="prompts") if adaptive_plan else s
+    primary = analyse_metric(st, scoped, s.metric, s.correction, direction, acts=acts,
+                             prompts=prompts)
     if primary["baseline"]["n"] < 2:
         raise SettingError(
             "baseline", s.baseline, f"{primary['baseline']['n']} usable run(s) for "
             f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
     adaptive = None
-    if s.sequential is not None and s.sequential.metric == s.metric:
+    if adaptive_plan:
         ladder, pending = replay_ladder(st, s.sequential, direction)
         adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub),
                                 acts=acts, inert_below=s.inert_below)
     note_activity(primary["arms"], acts, s.inert_below)
     settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
     stratum = {"model": model, "task": task, "baseline": primary["baseline"],
-               "arms": primary["arms"], "comparisons": primary["k"]}
+               "arms": primary["arms"], "comparisons": primary["k"],
+               "scope": scope_in_force(scoped.scope, primary["arms"], prompts is not None)}
     if adaptive:
         stratum["adaptive"] = adaptive
     stratum["secondary"] = {
@@ -293,6 +357,16 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
         for m in STABILITY_METRICS if f"stability/{m}" in numeric
         and sub[f"stability/{m}"].notna().any()}
     return {**stratum, **beside_verdicts(st, s, primary["arms"])}
+
+
+def scope_in_force(scope: str, arms: list[dict], have_prompts: bool) -> str:
+    """What the stratum's verdicts generalise to: `task` (seeds and prompts as chance),
+    `prompts` (these held-out prompts, as asked), or `prompts (no per-prompt outcomes)`."""
+    if scope == "prompts":
+        return "prompts"
+    if have_prompts and any(a.get("variance") for a in arms):
+        return "task"
+    return "prompts (no per-prompt outcomes)"
 
 
 def beside_verdicts(st: Stratum, s: Settings, arms: list[dict]) -> dict:

@@ -210,7 +210,7 @@ def _t_power(nc: float, df: float, alpha: float) -> float:
 
 def power(test: str, effect: float, sd: float, n: int, alpha: float,
           n_base: int | None = None) -> float:
-    if test == "paired_t":
+    if test in ("paired_t", "crossed_t"):  # crossed: sd is the per-seed equivalent
         return paired_power(effect, sd, n, alpha)
     return welch_power(effect, sd, n, alpha, n_base)
 
@@ -251,8 +251,9 @@ def tost_power(diff: float, sd: float, n: int, alpha: float, margin: float,
     sample sd."""
     if n < 2 or not sd > 0 or margin <= 0 or abs(diff) >= margin:
         return 0.0 if n >= 2 and sd > 0 else math.nan
-    df = n - 1 if test == "paired_t" else 2 * n - 2
-    a = sd / math.sqrt(n) if test == "paired_t" else sd * math.sqrt(2.0 / n)
+    paired = test in ("paired_t", "crossed_t")
+    df = n - 1 if paired else 2 * n - 2
+    a = sd / math.sqrt(n) if paired else sd * math.sqrt(2.0 / n)
     c = float(stats.t.ppf(1 - alpha, df))
     hi = df * (margin / (a * c)) ** 2  # beyond this chi-square value the interval is empty
     log_norm = (df / 2) * math.log(2) + math.lgamma(df / 2)  # the chi-square density's

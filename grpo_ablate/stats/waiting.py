@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import math
 
+from scipy.stats import norm as NORMAL
+
+from grpo_ablate.stats.crossed import Components, precision_for, target_se
 from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.significance import first_n, power, tost_power
 
@@ -53,6 +56,9 @@ def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
         on = "effect"
     else:
         on = "equivalence" if abs(diff) < min_effect else "either"
+    if entry["test"] == "crossed_t" and entry.get("variance") and design is None:
+        return _crossed_waiting(entry, on, alpha / max(1, comparisons), min_effect,
+                                f"at Holm's level alpha/{max(1, comparisons)}")
     power_at = _power_curve(on, entry["test"], diff, sd, min_effect)
     if design is None:
         level = alpha / max(1, comparisons)
@@ -67,6 +73,34 @@ def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
     return {"on": on, "seeds": seeds, "more_seeds": seeds - n, "level": level,
             "text": f"waiting on {WHAT[on]}: +{seeds - n} seeds ({seeds} in all) for 80% power "
                     f"at the observed difference {diff:+.3g} and spread {sd:.3g}, {where}"}
+
+
+def _crossed_waiting(entry: dict, on: str, level: float, min_effect: float,
+                     where: str) -> dict:
+    """Under the task scope more seeds shrink only the seed part of the uncertainty: the
+    prompt part falls with more held-out prompts alone. Both routes, sized by the normal
+    approximation at the observed difference and variance components."""
+    v = entry["variance"]
+    parts = Components(seed=v["seed"], prompt=v["prompt"], residual=v["residual"],
+                       seeds=v["seeds"], prompts=v["prompts"], ms_seed=math.nan,
+                       ms_prompt=math.nan, ms_residual=math.nan)
+    diff = entry["diff"]
+    if on == "equivalence":  # each one-sided test at `level`, the margin's distance to go
+        goal = (min_effect - abs(diff)) / (NORMAL.ppf(1 - level) + NORMAL.ppf(POWER))
+    else:
+        goal = target_se(diff, level, POWER)
+    seeds, prompts = precision_for(parts, goal)
+    s, p = parts.seeds, parts.prompts
+    routes = [f"+{seeds - s} seeds ({seeds} in all)" if seeds is not None else
+              "no number of seeds (the prompt component alone is too wide)",
+              f"+{prompts - p} held-out prompts ({prompts} in all)" if prompts is not None else
+              "no number of prompts (the seed component alone is too wide)"]
+    return {"on": on, "seeds": seeds, "more_seeds": None if seeds is None else seeds - s,
+            "prompts": prompts, "more_prompts": None if prompts is None else prompts - p,
+            "level": level,
+            "text": f"waiting on {WHAT[on]}: {routes[0]}, or {routes[1]}, for 80% power at the "
+                    f"observed difference {diff:+.3g} (seed, prompt, residual variance "
+                    f"{v['seed']:.2g}, {v['prompt']:.2g}, {v['residual']:.2g}), {where}"}
 
 
 def _power_curve(on: str, test: str, diff: float, sd: float, min_effect: float):

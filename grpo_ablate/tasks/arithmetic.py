@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_ablate.tasks.base import Task
-from grpo_ablate.tasks.evaluation import evaluating, generate
+from grpo_ablate.tasks.evaluation import evaluating, generate, prompt_id, prompt_outcomes
 
 MALFORMED_REWARD = -1.0  # no parseable number: the pathological outlier reward clipping targets
 
@@ -160,6 +160,7 @@ class ArithmeticTask(Task):
             "accuracy": sum(r == 1.0 for r in rewards) / len(rewards),
             "reward_mean": sum(rewards) / len(rewards),
         }
+        hits = None
         if not sampled_k:
             pass  # greedy only (the intermediate evaluations)
         elif sampled is None:
@@ -168,4 +169,6 @@ class ArithmeticTask(Task):
             hits = [graded_reward(c, p.answer) == 1.0
                     for c, p in zip(sampled, problems * sampled_k, strict=True)]
             out["sampled_accuracy"] = sum(hits) / len(hits)
+        self.last_outcomes = prompt_outcomes([prompt_id(p.prompt) for p in problems],
+                                             [r == 1.0 for r in rewards], hits, rewards)
         return out

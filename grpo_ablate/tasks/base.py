@@ -14,7 +14,7 @@ from typing import Any
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.tasks.data import load_task_rows, resolve_source
-from grpo_ablate.tasks.evaluation import evaluating, generate
+from grpo_ablate.tasks.evaluation import evaluating, generate, prompt_id, prompt_outcomes
 
 
 class Task:
@@ -22,6 +22,7 @@ class Task:
     policy's data key from that section (`data_key`, a static method each task defines)."""
 
     name = "task"
+    last_outcomes: dict | None = None  # the last evaluation, per held-out prompt
 
     def __init__(self, cfg: dict) -> None:
         self.cfg = cfg
@@ -135,9 +136,12 @@ class TextTask(Task):
         rewards = self.reward(greedy, **_columns([self.reward_columns(r) for r in rows]))
         out = {"accuracy": sum(s == 1.0 for s in scores) / len(rows),
                "reward_mean": sum(rewards) / len(rewards)}
+        hits = None
         if sampled_k:  # 0: greedy only (the intermediate evaluations)
-            sampled_scores = self.scores(sampled, rows * sampled_k)
-            out["sampled_accuracy"] = sum(s == 1.0 for s in sampled_scores) / len(sampled_scores)
+            hits = [s == 1.0 for s in self.scores(sampled, rows * sampled_k)]
+            out["sampled_accuracy"] = sum(hits) / len(hits)
+        self.last_outcomes = prompt_outcomes([prompt_id(self.question(r)) for r in rows],
+                                             [s == 1.0 for s in scores], hits, rewards)
         return out
 
     def scores(self, completions: list[str], rows: list[dict]) -> list[float]:

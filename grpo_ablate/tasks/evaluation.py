@@ -5,6 +5,7 @@ to check their data, and must not load torch to do so."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -36,6 +37,27 @@ def evaluating(model, seed: int) -> Iterator[None]:
             yield
     finally:
         model.train(was_training)
+
+
+def prompt_outcomes(ids: list[str], greedy: list[bool], sampled: list[bool] | None,
+                    rewards: list[float]) -> dict:
+    """One held-out evaluation per prompt, columnwise (the record's `prompts`): its stable
+    id, greedy correct (0/1), the share of its k samples that were correct (None when not
+    sampled), and its greedy completion's reward. `sampled` holds the k samples of every
+    prompt in turn (prompts x k, the prompt list repeated k times)."""
+    n = len(ids)
+    shares = None
+    if sampled is not None:
+        k = len(sampled) // n
+        shares = [sum(sampled[i + j * n] for j in range(k)) / k for i in range(n)]
+    return {"ids": list(ids), "greedy": [int(g) for g in greedy], "sampled": shares,
+            "reward": [float(r) for r in rewards]}
+
+
+def prompt_id(text: str) -> str:
+    """A held-out prompt's stable id: the same question gets the same id in every run, arm
+    and machine (the prompt's text as the dataset gives it, hashed)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 EVAL_BATCH = 64  # prompts per generate() call in a held-out evaluation

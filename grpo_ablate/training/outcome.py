@@ -48,6 +48,7 @@ def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
         activity=trick_activity(cfg, rows, state.activity, values or {}),
         versions=versions(), git_sha=git_sha(), machine=where, notes=list(state.notes),
         resumed_from=list(state.resumed_from),
+        prompts=state.prompt_outcomes if status != "failed" else None,
     )
 
 

@@ -251,6 +251,8 @@ class Evaluator:
         out = self.task.evaluate(model, self.tokenizer, tr["max_completion_length"],
                                  ev["temperature"], 0 if between else ev["sampled_k"],
                                  seed=self.cfg["seed"])
+        if final and self.state.prompt_outcomes is None:  # the arm's policy (EMA first)
+            self.state.prompt_outcomes = self.task.last_outcomes
         if final and tr["temperature"] != ev["temperature"]:
             own = self.task.evaluate(model, self.tokenizer, tr["max_completion_length"],
                                      tr["temperature"], ev["sampled_k"], seed=self.cfg["seed"])

@@ -1,0 +1,129 @@
+"""Seeds and held-out prompts as sources of chance (stats/crossed.py, docs/verdicts.md "Task
+scope"): the variance components against statsmodels' MixedLM, the two scopes against the
+seed-only paired t, a long CSV through the report, and the per-prompt outcomes a run
+records."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_ablate.cli import main
+from grpo_ablate.stats.crossed import components, crossed_test, precision_for, standard_error
+from grpo_ablate.stats.significance import paired_compare
+
+
+def planted(seeds: int = 6, prompts: int = 40, seed: int = 3, seed_sd: float = 0.03) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (0.02 + rng.normal(0, seed_sd, (seeds, 1)) + rng.normal(0, 0.1, (1, prompts))
+            + rng.normal(0, 0.05, (seeds, prompts)))
+
+
+def test_the_components_and_the_task_scope_se_are_statsmodels_mixedlm_reml():
+    """An independent computation: a crossed random-effects model fit by REML."""
+    smf = pytest.importorskip("statsmodels.formula.api")
+    d = planted()
+    s, p = d.shape
+    df = pd.DataFrame([(i, j, d[i, j]) for i in range(s) for j in range(p)],
+                      columns=["seed", "prompt", "d"]).assign(group=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = smf.mixedlm("d ~ 1", df, groups="group", re_formula="0",
+                          vc_formula={"seed": "0 + C(seed)", "prompt": "0 + C(prompt)"}
+                          ).fit(reml=True)
+    vc = dict(zip(fit.model.exog_vc.names, fit.vcomp, strict=True))
+    ours = components(d)
+    assert ours.seed == pytest.approx(vc["seed"], rel=1e-3)
+    assert ours.prompt == pytest.approx(vc["prompt"], rel=1e-3)
+    assert ours.residual == pytest.approx(fit.scale, rel=1e-3)
+    assert crossed_test(d, 0.01, "task").se == pytest.approx(fit.bse["Intercept"], rel=1e-3)
+
+
+def test_the_prompts_scope_is_the_paired_t_on_per_seed_means_and_task_adds_prompts():
+    d = planted()
+    s, p = d.shape
+    base = np.random.default_rng(0).uniform(0.3, 0.7, (s, p))
+    seed_only = paired_compare((base + d).mean(axis=1), base.mean(axis=1), 0.01)
+    x = crossed_test(d, 0.01, "prompts")
+    assert x.p_value == pytest.approx(seed_only.p_value, rel=1e-9)
+    assert (x.ci_low, x.ci_high) == pytest.approx((seed_only.ci_low, seed_only.ci_high))
+    task = crossed_test(d, 0.01, "task")
+    parts = task.parts
+    assert task.se ** 2 - x.se ** 2 == pytest.approx(parts.prompt / p, rel=1e-9)
+    assert task.p_value > x.p_value and task.df > s - 1
+
+
+def test_more_seeds_cannot_buy_what_only_prompts_can():
+    """The prompt component falls with more prompts alone: a target below it is out of
+    reach of seeds, and the prompts that reach it are found."""
+    parts = components(planted(seed_sd=0.002))
+    floor = math.sqrt(parts.prompt / parts.prompts)
+    seeds, prompts = precision_for(parts, floor * 0.9)
+    assert seeds is None and prompts is not None and prompts > parts.prompts
+    assert parts.variance("task", prompts=prompts) <= (floor * 0.9) ** 2
+    assert parts.variance("task", prompts=prompts - 1) > (floor * 0.9) ** 2
+    seeds, _ = precision_for(parts, standard_error(parts, "task")[0] * 0.99)
+    assert seeds is not None and seeds > parts.seeds
+
+
+def long_csv(path, shift: float = 0.02):
+    """Per-prompt effects of +-0.5 (zero on the task's average) plus a sample mean of
+    `shift` on these 40 prompts, and almost no seed noise: on these prompts the arm clearly
+    differs, for the task it is far from shown."""
+    rng = np.random.default_rng(5)
+    effect = np.where(np.arange(40) % 2 == 0, 0.5, -0.5) + shift
+    rows = []
+    for s in range(8):
+        for j in range(40):
+            base = 0.4 + 0.01 * (j % 7)
+            rows.append(("baseline", s, f"q{j}", base + rng.normal(0, 0.001)))
+            rows.append(("x", s, f"q{j}", base + effect[j] + rng.normal(0, 0.001)))
+    pd.DataFrame(rows, columns=["arm", "seed", "prompt", "eval/accuracy"]).to_csv(path, index=False)
+
+
+def report_of(tmp_path, capsys, *flags):
+    csv = tmp_path / "long.csv"
+    long_csv(csv)
+    out = tmp_path / ("out" + "".join(flags).replace("-", ""))
+    assert main(["report", str(csv), "--no-figures", "--out", str(out), *flags]) == 0
+    capsys.readouterr()
+    return json.loads((out / "report.json").read_text()), (out / "report.md").read_text()
+
+
+def test_a_long_csv_is_judged_for_the_task_by_default_and_on_its_prompts_when_asked(
+        tmp_path, capsys):
+    rep, md = report_of(tmp_path, capsys)
+    (arm,) = rep["strata"][0]["arms"]
+    assert rep["scope"] == "task" and rep["strata"][0]["scope"] == "task"
+    assert arm["test"] == "crossed_t" and arm["verdict"] == "inconclusive"
+    assert arm["n"] == 8 and arm["diff"] == pytest.approx(0.02, abs=1e-3)
+    v = arm["variance"]
+    assert v["seeds"] == 8 and v["prompts"] == 40 and v["prompt_share"] > 0.99
+    assert "Scope: **the task**" in md and "Where the uncertainty comes from" in md
+    assert "no number of seeds" in arm["waiting_on"]["text"]
+    assert arm["waiting_on"]["more_prompts"] > 1000
+    rep, md = report_of(tmp_path, capsys, "--scope", "prompts")
+    (arm,) = rep["strata"][0]["arms"]
+    assert rep["strata"][0]["scope"] == "prompts" and "Scope: **these held-out prompts**" in md
+    assert arm["test"] == "paired_t" and arm["verdict"] == "improves"
+
+
+@pytest.mark.slow
+def test_a_record_carries_its_final_evaluation_per_prompt(smoke_sweep):
+    from grpo_ablate.records import scan_records
+
+    _, out = smoke_sweep
+    records, _ = scan_records(out / "smoke")
+    ids = {tuple(r.prompts["ids"]) for r in records}
+    assert len(records) == 6 and len(ids) == 1 and len(next(iter(ids))) == 200
+    for r in records:
+        p = r.prompts
+        assert np.mean(p["greedy"]) == pytest.approx(r.metrics["eval/accuracy"], abs=1e-12)
+        assert np.mean(p["sampled"]) == pytest.approx(r.metrics["eval/sampled_accuracy"],
+                                                      abs=1e-12)
+        assert np.mean(p["reward"]) == pytest.approx(r.metrics["eval/reward_mean"], abs=1e-12)
