@@ -343,7 +343,8 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
     stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                "arms": primary["arms"], "comparisons": primary["k"],
-               "scope": scope_in_force(scoped.scope, primary["arms"], prompts is not None)}
+               "scope": scope_in_force(s.scope, primary["arms"], prompts is not None,
+                                       adaptive_plan)}
     if adaptive:
         stratum["adaptive"] = adaptive
     stratum["secondary"] = {
@@ -359,9 +360,13 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     return {**stratum, **beside_verdicts(st, s, primary["arms"])}
 
 
-def scope_in_force(scope: str, arms: list[dict], have_prompts: bool) -> str:
+def scope_in_force(scope: str, arms: list[dict], have_prompts: bool,
+                   adaptive: bool = False) -> str:
     """What the stratum's verdicts generalise to: `task` (seeds and prompts as chance),
-    `prompts` (these held-out prompts, as asked), or `prompts (no per-prompt outcomes)`."""
+    `prompts` (these held-out prompts, as asked), `prompts (no per-prompt outcomes)`, or
+    `prompts (adaptive looks)` (the looks were declared on seeds alone)."""
+    if adaptive:
+        return "prompts (adaptive looks)"
     if scope == "prompts":
         return "prompts"
     if have_prompts and any(a.get("variance") for a in arms):
