@@ -127,3 +127,25 @@ def test_a_record_carries_its_final_evaluation_per_prompt(smoke_sweep):
         assert np.mean(p["sampled"]) == pytest.approx(r.metrics["eval/sampled_accuracy"],
                                                       abs=1e-12)
         assert np.mean(p["reward"]) == pytest.approx(r.metrics["eval/reward_mean"], abs=1e-12)
+
+
+def test_the_adaptive_looks_use_the_scope_their_plan_declares(tmp_path):
+    """The same records: under a seeds-only plan look 1 calls the arm an improvement (its
+    sample effect on these prompts is clear); under the task scope the prompt component
+    leaves it open or stops it for futility, never an improvement."""
+    from grpo_ablate.results.table import load_results
+    from grpo_ablate.stats.decide import replay_ladder
+    from grpo_ablate.stats.sequential import Design
+    from grpo_ablate.stats.stratum import Stratum
+
+    csv = tmp_path / "long.csv"
+    long_csv(csv, shift=0.05)
+    df, _, prompts = load_results(csv, with_prompts=True)
+    st = Stratum(df, "baseline", ["eval/accuracy"])
+    settled = {}
+    for scope in ("prompts", "task"):
+        ladder, _ = replay_ladder(st, Design(rungs=(4, 8), arms=("x",), scope=scope), "higher",
+                                  prompts)
+        settled[scope] = {a: (got.look, got.verdict) for a, got in ladder.settled.items()}
+    assert settled["prompts"] == {"x": (1, "improves")}
+    assert settled["task"].get("x", (None, "open"))[1] in ("inconclusive", "open")

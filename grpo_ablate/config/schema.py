@@ -31,7 +31,7 @@ SCHEMA: dict[str, Any] = {
     "eval": {"every_steps": _LEAF, "sampled_k": _LEAF, "temperature": _LEAF},
     "budget": {"match": _LEAF},
     "adaptive": {"enabled": _LEAF, "rungs": _LEAF, "alpha": _LEAF, "min_effect": _LEAF,
-                 "futility": _LEAF, "metric": _LEAF},
+                 "futility": _LEAF, "metric": _LEAF, "scope": _LEAF},
     "guard": {"kl_abort": _LEAF, "min_accuracy_gain": _LEAF},
     "launch": {"processes": _LEAF, "accelerate": _LEAF, "gpus_per_job": _LEAF, "port": _LEAF},
     "checkpoint": {"every_steps": _LEAF, "every_minutes": _LEAF, "max_overhead": _LEAF,
@@ -107,6 +107,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "eval.temperature": (lambda x: _num(x) and x > 0, "a number > 0"),
     "budget.match": (lambda x: x in ("none", "completions"), "one of: none, completions"),
     "adaptive.enabled": (lambda x: isinstance(x, bool), "true or false"),
+    "adaptive.scope": (lambda x: x in ("task", "prompts"), "one of: task, prompts"),
     "adaptive.rungs": (lambda x: isinstance(x, list) and len(x) >= 1
                        and all(_int(v) and v >= 2 for v in x) and x == sorted(set(x)),
                        "a list of increasing integers >= 2, e.g. [3,6,10]"),

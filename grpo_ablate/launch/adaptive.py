@@ -35,7 +35,7 @@ from grpo_ablate.stats.stratum import Stratum
 def design_from_config(block: dict, arms: list[str]) -> Design:
     return Design(rungs=tuple(block["rungs"]), alpha=float(block["alpha"]),
                   min_effect=float(block["min_effect"]), futility=float(block["futility"]),
-                  metric=block["metric"], arms=tuple(arms))
+                  metric=block["metric"], arms=tuple(arms), scope=block["scope"])
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,9 @@ def next_rung(sweep_dir: Path, design: Design, strata: list[tuple[str, str]],
               direction: str | None = None) -> Rung | None:
     """The first look, over all strata, whose runs are not all recorded; None when every
     stratum's ladder is finished. Recomputed from the records each time."""
+    prompts = None
     if any(Path(sweep_dir).glob("runs/*/record.json")):
-        df, _ = load_results([Path(sweep_dir)])
+        df, _, prompts = load_results([Path(sweep_dir)], with_prompts=True)
     else:  # nothing recorded yet: the first rung
         df = pd.DataFrame(columns=["arm", "seed", "model", "task", "status"])
     df = df[df["arm"].isin([BASELINE, *design.arms])]
@@ -67,7 +68,10 @@ def next_rung(sweep_dir: Path, design: Design, strata: list[tuple[str, str]],
             wanted.setdefault(0, set()).update(design.arms)
             continue
         metrics = [design.metric] if design.metric in sub.columns else []
-        ladder, pending = replay_ladder(Stratum(sub, BASELINE, metrics), design, direction)
+        mine = None if prompts is None else \
+            prompts[(prompts["model"] == model) & (prompts["task"] == task)]
+        ladder, pending = replay_ladder(Stratum(sub, BASELINE, metrics), design, direction,
+                                        mine if mine is not None and len(mine) else None)
         if pending is not None:
             wanted.setdefault(pending, set()).update(ladder.open)
     if not wanted:

@@ -146,9 +146,6 @@ SCOPES = {
                "was asked for, but the runs carry no per-prompt outcomes (records written "
                "before them, or a CSV without a `prompt` column), so seeds are the only "
                "source of chance here.",
-    "prompts (adaptive looks)": "- Scope: **these held-out prompts**: an adaptive sweep's "
-               "looks were declared on seeds alone, so its verdicts keep that scope (the "
-               "variance decomposition below still shows the prompt component).",
 }
 
 

@@ -20,7 +20,8 @@ BASELINE = "baseline"
 def plan_json(design: Design) -> dict:
     return {"design": asdict(design), "baseline": BASELINE,
             "looks": design.table(len(design.arms)),
-            "rules": "efficacy: t-test p < the look's boundary (O'Brien-Fleming-type spending, "
+            "rules": "efficacy: t-test (under scope task, crossed over seeds and held-out "
+                     "prompts) p < the look's boundary (O'Brien-Fleming-type spending, "
                      "Holm across arms, sequentially rejective); no_effect: TOST p < the "
                      "boundary at alpha/arms; futility (non-binding): conditional power under "
                      "the current trend < design.futility; boundaries shown at alpha/arms"}
@@ -36,9 +37,10 @@ def write_plan(sweep_dir: Path, design: Design) -> dict:
                 replace(design, arms=tuple(sorted(design.arms))):  # the arms in any order
             raise UserError(
                 f"adaptive: {path} declares rungs {list(have.rungs)}, alpha {have.alpha}, "
-                f"futility {have.futility}, {len(have.arms)} arms on {have.metric}; this command "
-                f"asks for rungs {list(design.rungs)}, alpha {design.alpha}, futility "
-                f"{design.futility}, {len(design.arms)} arms on {design.metric}; allowed: the "
+                f"futility {have.futility}, {len(have.arms)} arms on {have.metric}, scope "
+                f"{have.scope}; this command asks for rungs {list(design.rungs)}, alpha "
+                f"{design.alpha}, futility {design.futility}, {len(design.arms)} arms on "
+                f"{design.metric}, scope {design.scope}; allowed: the "
                 "declared plan (a ladder is fixed before its first run), or a new sweep_name")
         return wanted
     atomic_write_text(path, json.dumps(wanted, indent=1) + "\n")
@@ -54,7 +56,10 @@ def read_plan(sweep_dir: Path) -> Design | None:
         renamed = former_names()  # a plan declared under a trick's former name
         return Design(rungs=tuple(d["rungs"]), alpha=d["alpha"], min_effect=d["min_effect"],
                       futility=d["futility"], metric=d["metric"],
-                      arms=tuple(renamed.get(a, a) for a in d["arms"]))
+                      arms=tuple(renamed.get(a, a) for a in d["arms"]),
+                      # A plan declared before scopes existed: its looks are replayed from
+                      # records without per-prompt outcomes, seeds alone either way.
+                      scope=d.get("scope", "task"))
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{path}: not a readable adaptive plan ({exc}); allowed: the file "
                         "`grpo-ablate sweep adaptive=true` wrote") from None

@@ -209,11 +209,13 @@ def baseline_summary(st: Stratum, metric: str) -> dict:
 
 
 # ---------------------------------------------------------------------------- adaptive ladder
-def replay_ladder(st: Stratum, design: Design, direction: str) -> tuple[Ladder, int | None]:
+def replay_ladder(st: Stratum, design: Design, direction: str,
+                  prompts: pd.DataFrame | None = None) -> tuple[Ladder, int | None]:
     """Re-take an adaptive sweep's looks from its runs (the records are the only state).
     Returns the ladder and the 0-based look whose runs are not all recorded yet (None when
     the ladder is finished). A look needs a record (any status) for the baseline and every
-    arm still open, on every seed below its rung."""
+    arm still open, on every seed below its rung. Under the plan's task scope each look's
+    test is the crossed one on the rung's seeds x prompts, where `prompts` has them."""
     ladder = Ladder(design, list(design.arms or st.arms))
     present = {(a, int(x)) for a, x in zip(st.sub["arm"], st.sub["seed"], strict=True)}
     base = st.column(st.baseline, design.metric)
@@ -227,6 +229,11 @@ def replay_ladder(st: Stratum, design: Design, direction: str) -> tuple[Ladder, 
         comps = {a: compare(st.seeds[rung], st.column(a, design.metric)[rung],
                             st.has[rung, st.column_of[a]], base[rung], has_base[rung],
                             design.min_effect, robust=False) for a in ladder.open}
+        if design.scope == "task" and prompts is not None:
+            seen = prompts[prompts["seed"] < n]
+            comps = {a: with_crossed(c, crossed_for(seen, a, st.baseline, design.metric,
+                                                    design.min_effect, "task"))
+                     for a, c in comps.items()}
         take_look(ladder, comps, direction)
     return ladder, None
 
@@ -326,8 +333,8 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric])
     acts = activity(st)
     adaptive_plan = s.sequential is not None and s.sequential.metric == s.metric
-    # An adaptive sweep's looks were declared on seeds alone: its verdicts keep that scope.
-    scoped = replace(s, scope="prompts") if adaptive_plan else s
+    # An adaptive sweep's looks use the scope its plan declared, whatever the report asks.
+    scoped = replace(s, scope=s.sequential.scope) if adaptive_plan else s
     primary = analyse_metric(st, scoped, s.metric, s.correction, direction, acts=acts,
                              prompts=prompts)
     if primary["baseline"]["n"] < 2:
@@ -336,15 +343,14 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
             f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
     adaptive = None
     if adaptive_plan:
-        ladder, pending = replay_ladder(st, s.sequential, direction)
+        ladder, pending = replay_ladder(st, s.sequential, direction, prompts)
         adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub),
                                 acts=acts, inert_below=s.inert_below)
     note_activity(primary["arms"], acts, s.inert_below)
     settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
     stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                "arms": primary["arms"], "comparisons": primary["k"],
-               "scope": scope_in_force(s.scope, primary["arms"], prompts is not None,
-                                       adaptive_plan)}
+               "scope": scope_in_force(scoped.scope, primary["arms"], prompts is not None)}
     if adaptive:
         stratum["adaptive"] = adaptive
     stratum["secondary"] = {
@@ -360,13 +366,10 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     return {**stratum, **beside_verdicts(st, s, primary["arms"])}
 
 
-def scope_in_force(scope: str, arms: list[dict], have_prompts: bool,
-                   adaptive: bool = False) -> str:
+def scope_in_force(scope: str, arms: list[dict], have_prompts: bool) -> str:
     """What the stratum's verdicts generalise to: `task` (seeds and prompts as chance),
-    `prompts` (these held-out prompts, as asked), `prompts (no per-prompt outcomes)`, or
-    `prompts (adaptive looks)` (the looks were declared on seeds alone)."""
-    if adaptive:
-        return "prompts (adaptive looks)"
+    `prompts` (these held-out prompts, as asked, or as an adaptive plan declared), or
+    `prompts (no per-prompt outcomes)`."""
     if scope == "prompts":
         return "prompts"
     if have_prompts and any(a.get("variance") for a in arms):

@@ -92,6 +92,7 @@ class Design:
     futility: float = 0.10    # conditional power under the current trend below this: stop
     metric: str = "eval/accuracy"
     arms: tuple[str, ...] = ()  # the family (the baseline excluded); empty: every arm found
+    scope: str = "task"         # the looks' test: seeds and prompts (task), or seeds alone
 
     def __post_init__(self) -> None:
         r = self.rungs
