@@ -152,7 +152,7 @@ def machine(device: str = "cpu", threads: int | None = None) -> dict:
            "torch": package_version("torch"), "transformers": package_version("transformers"),
            "trl": package_version("trl"), "threads": threads}
     ident = {k: v for k, v in out.items() if k != "threads"}
-    out["numeric_id"] = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+    out["numeric_id"] = stable_hash(ident, 12)
     return out
 
 

@@ -5,11 +5,11 @@ construction."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from grpo_ablate.runtime import stable_hash
 
 # What does not change the computation, so it does not change the run's identity.
 _NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger", "adaptive",
@@ -52,8 +52,7 @@ def run_id(data: dict) -> str:
     launch = data.get("launch", {})
     if launch.get("processes", 1) > 1:
         ident["launch"] = {"processes": launch["processes"], "accelerate": launch["accelerate"]}
-    blob = json.dumps(ident, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return stable_hash(ident, 16)
 
 
 def computation_key(config: dict) -> str:
@@ -63,8 +62,7 @@ def computation_key(config: dict) -> str:
         ident["model"] = {k: v for k, v in ident["model"].items() if k != "lora"}
     ident["hooks"] = _unset_hooks_dropped(ident.get("hooks") or {})
     trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
-    blob = json.dumps({**ident, "trainer": trainer}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return stable_hash({**ident, "trainer": trainer}, 16)
 
 
 def model_label(config: dict) -> str:

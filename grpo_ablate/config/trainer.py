@@ -9,7 +9,6 @@ the cache folder: importing TRL costs seconds (torch, transformers), and `--cfg 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 import tempfile
@@ -19,7 +18,7 @@ from typing import Any
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import write_cache_file
-from grpo_ablate.runtime import cache_root, package_version, quiet_libraries
+from grpo_ablate.runtime import cache_root, package_version, quiet_libraries, stable_hash
 
 
 def _fields_cache():
@@ -65,9 +64,8 @@ def check_with_trl(data: dict) -> None:
     transformers version, so a sweep launches without importing TRL in its launching process
     (3 s here) when its sections have been checked before."""
     kwargs = grpo_kwargs(data, output_dir="-")
-    blob = json.dumps([package_version("trl"), package_version("transformers"), kwargs],
-                      sort_keys=True, default=str)
-    accepted = cache_root() / "trl" / "accepted" / hashlib.sha256(blob.encode()).hexdigest()[:24]
+    accepted = cache_root() / "trl" / "accepted" / stable_hash(
+        [package_version("trl"), package_version("transformers"), kwargs], 24)
     if accepted.is_file():
         return
     quiet_libraries()  # importing TRL prints W&B and deprecation chatter

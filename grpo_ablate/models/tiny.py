@@ -8,8 +8,6 @@ Real checkpoints skip all of this: `model.path` names a hub id or a local checkp
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
 import shutil
@@ -19,7 +17,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from grpo_ablate.runtime import cache_root, say
+from grpo_ablate.runtime import cache_root, say, stable_hash
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 
@@ -43,8 +41,7 @@ def build_tokenizer(chars: list[str]):
 
 
 def policy_key(arch: dict[str, Any], sft: dict[str, Any], task: dict[str, Any]) -> str:
-    blob = json.dumps({"arch": arch, "sft": sft, "task": task, "v": 2}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return stable_hash({"arch": arch, "sft": sft, "task": task, "v": 2}, 16)
 
 
 def _sft_batch(task, rng, tokenizer, batch_size):

@@ -12,7 +12,6 @@ where it came from."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from grpo_ablate.records import write_cache_file
-from grpo_ablate.runtime import cache_root, numeric_id
+from grpo_ablate.runtime import cache_root, numeric_id, stable_hash
 
 
 def checkpoint_fingerprint(path: str) -> str:
@@ -30,7 +29,7 @@ def checkpoint_fingerprint(path: str) -> str:
         return path
     files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in local.iterdir()
                    if p.is_file())
-    return hashlib.sha256(json.dumps([str(local.resolve()), files]).encode()).hexdigest()
+    return stable_hash([str(local.resolve()), files], 64)
 
 
 def start_eval_key(config: dict, model_path: str) -> str:
@@ -42,7 +41,7 @@ def start_eval_key(config: dict, model_path: str) -> str:
              "use_vllm": tr["use_vllm"], "machine": numeric_id(tr["use_cpu"]), "v": 1}
     if config["model"].get("lora"):  # an adapter's start is its base, but is keyed apart
         parts["lora"] = config["model"]["lora"]
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return stable_hash(parts, 20)
 
 
 class StartEvalCache:
