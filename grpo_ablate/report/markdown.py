@@ -171,7 +171,7 @@ def _variance(st: dict) -> list[str]:
         out.append(f"| {x['arm']} | {v['seeds']} x {v['prompts']} | {v['seed']:.2g} | "
                    f"{v['prompt']:.2g} | {v['residual']:.2g} | {_f(v['se_prompts_scope'])} | "
                    f"{_f(v['se_task_scope'])} | "
-                   f"{_f(share * 100 if share is not None else None, 0)}% |")
+                   + ("-" if share is None else f"{share:.0%}") + " |")
     return out
 
 

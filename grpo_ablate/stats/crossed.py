@@ -68,8 +68,13 @@ def components(d: np.ndarray) -> Components:
     ms_prompt = s * float(((cols - grand) ** 2).sum()) / (p - 1)
     resid = d - rows[:, None] - cols[None, :] + grand
     ms_resid = float((resid ** 2).sum()) / ((s - 1) * (p - 1))
-    return Components(seed=max(0.0, (ms_seed - ms_resid) / p),
-                      prompt=max(0.0, (ms_prompt - ms_resid) / s), residual=ms_resid,
+    # Differences of mean squares at rounding level are zero, not a component.
+    tiny = 1e-12 * max(ms_seed, ms_prompt, ms_resid, 1e-300)
+
+    def part(ms: float, count: int) -> float:
+        return (ms - ms_resid) / count if ms - ms_resid > tiny else 0.0
+
+    return Components(seed=part(ms_seed, p), prompt=part(ms_prompt, s), residual=ms_resid,
                       seeds=s, prompts=p, ms_seed=ms_seed, ms_prompt=ms_prompt,
                       ms_residual=ms_resid)
 
@@ -80,7 +85,7 @@ def standard_error(c: Components, scope: str) -> tuple[float, float]:
     prompt component (MS_prompt - MS_resid) / (S P) when positive, Satterthwaite's df."""
     s, p = c.seeds, c.prompts
     var = c.ms_seed / (s * p)
-    if scope == "prompts" or c.ms_prompt <= c.ms_residual:
+    if scope == "prompts" or c.prompt == 0.0:
         return math.sqrt(var), float(s - 1)
     total = c.ms_seed + c.ms_prompt - c.ms_residual
     denom = (c.ms_seed ** 2 / (s - 1) + c.ms_prompt ** 2 / (p - 1)

@@ -117,11 +117,7 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
     """One stratum, one metric: baseline summary and one entry per arm. `full` adds the
     robustness columns and power (the primary metric); secondary metrics skip them. `acts`:
     each arm's trick activity (the primary metric's verdicts apply the inert rule)."""
-    comps = [st.compare(arm, st.against_of(arm), metric, s.min_effect, full) for arm in st.arms]
-    crossed = [crossed_for(prompts, arm, st.against_of(arm), metric, s.min_effect, s.scope)
-               if prompts is not None else None for arm in st.arms]
-    if s.scope == "task":  # the prompt component in every test, CI and TOST
-        comps = [with_crossed(c, x) for c, x in zip(comps, crossed, strict=True)]
+    comps, crossed = comparisons(st, s, metric, full, prompts)
     k = max(1, sum(not math.isnan(c.p_value) for c in comps))
     p_adj = adjust([c.p_value for c in comps], correction)
     tost_adj = adjust([c.tost_p for c in comps], correction)
@@ -154,6 +150,18 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
         }
         entries.append({key: clean(val) for key, val in entry.items()})
     return {"baseline": baseline_summary(st, metric), "arms": entries, "k": k}
+
+
+def comparisons(st: Stratum, s: Settings, metric: str, full: bool,
+                prompts: pd.DataFrame | None) -> tuple[list[Comparison], list]:
+    """Each arm's comparison with the arm it is against, and its crossed test where there
+    are per-prompt outcomes; under the task scope the crossed test decides."""
+    comps = [st.compare(arm, st.against_of(arm), metric, s.min_effect, full) for arm in st.arms]
+    crossed = [crossed_for(prompts, arm, st.against_of(arm), metric, s.min_effect, s.scope)
+               if prompts is not None else None for arm in st.arms]
+    if s.scope == "task":  # the prompt component in every test, CI and TOST
+        comps = [with_crossed(c, x) for c, x in zip(comps, crossed, strict=True)]
+    return comps, crossed
 
 
 def crossed_for(prompts: pd.DataFrame, arm: str, other: str, metric: str, min_effect: float,
