@@ -193,7 +193,8 @@ def with_crossed(c: Comparison, x: CrossedTest | None) -> Comparison:
     if x is None or not x.se > 0:
         return c
     n = x.parts.seeds
-    return replace(c, test="crossed_t", n=n, n_base=n, diff=x.diff, ci_low=x.ci_low,
+    # Not exact any more: per-seed means can tie while the prompts each arm solves differ.
+    return replace(c, test="crossed_t", n=n, n_base=n, exact=False, diff=x.diff, ci_low=x.ci_low,
                    ci_high=x.ci_high, p_value=x.p_value, tost_p=x.tost_p,
                    sd=x.se * math.sqrt(n), effect_size=x.diff / (x.se * math.sqrt(n)),
                    notes=[*c.notes, f"seeds and {x.parts.prompts} held-out prompts as "
