@@ -44,16 +44,16 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     assert second.returncode == 0, second.stderr[-2000:]
     trained = [ln for ln in second.stderr.splitlines() if ln.startswith("training ")]
     assert sorted(t.split()[1] + t.split()[2] for t in trained) == \
-        ["arm=baselineseed=1", "arm=reward_clipseed=0", "arm=reward_clipseed=1"]
+        ["arm=baselineseed=1", "arm=reward_clamp_taskseed=0", "arm=reward_clamp_taskseed=1"]
     assert "1 reused from the run cache" in second.stderr
     b = records(tmp_path / "b")
     reused = b["baseline0"]
     assert reused.origin == str((cache / reused.run_id).resolve())
     assert reused.metrics == a["baseline0"].metrics and reused.sweep == "b"
-    assert b["baseline1"].origin is None and b["reward_clip0"].origin is None
+    assert b["baseline1"].origin is None and b["reward_clamp_task0"].origin is None
     # A foreign entry (a record filed under another run's id) is refused.
-    shutil.rmtree(cache / a["no_kl0"].run_id)
-    shutil.copytree(cache / a["baseline0"].run_id, cache / a["no_kl0"].run_id)
+    shutil.rmtree(cache / a["kl_off0"].run_id)
+    shutil.copytree(cache / a["baseline0"].run_id, cache / a["kl_off0"].run_id)
     third = sweep(tmp_path, "c", "kl_off", "seed=0")
     assert "training arm=kl_off seed=0" in third.stderr
     # Reported together: same recipe, so the folders combine.
