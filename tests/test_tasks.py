@@ -149,7 +149,7 @@ def test_chat_reward_clip_is_set_in_quantiles_of_the_sft_policys_rewards(tmp_pat
             f"out_root={tmp_path}", "sweep_name=q", *SMALL]
     assert cli.main(args) == 0
     records = [read_record(p) for p in tmp_path.glob("q/runs/*/record.json")]
-    clipped = [r for r in records if r.arm == "reward_clip"]
+    clipped = [r for r in records if r.arm == "reward_clamp_task"]
     assert len(clipped) == 2 and all(r.status == "completed" for r in clipped)
     values = [r.activity["values"] for r in clipped]
     assert values[0] == values[1]  # measured once per run with a fixed seed: the same for every seed

@@ -172,13 +172,14 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     records = [json.loads(p.read_text()) for p in (tmp_path / "variants").glob("runs/*/record.json")]
     acted = {r["arm"]: r["activity"].get("acted") for r in records}
     assert all(r["status"] == "completed" for r in records)
-    assert set(acted) == {"baseline", "reuse_2x_clip", "loss_dr_grpo", "loss_dapo", "loss_bnpo",
+    assert set(acted) == {"baseline", "reuse_2x", "loss_dr_grpo", "loss_dapo", "loss_bnpo",
                           "loss_cispo", "scale_rewards_none", "scale_rewards_batch",
-                          "clip_higher_0.28", "clip_two_sided_4", "gspo", "overlong_filter",
-                          "overlong_soft", "entropy_top_0.2", "group_2", "dynamic_sampling"}
+                          "ratio_clip_high_0.28", "ratio_clip_delta_4",
+                          "importance_sampling_sequence", "overlong_mask", "overlong_soft",
+                          "entropy_tokens_0.2", "group_size_2", "dynamic_sampling_on"}
     assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
     cost = {r["arm"]: r["cost"]["completions"] for r in records}
-    assert cost["dynamic_sampling"] > cost["baseline"]  # its extra rounds are in the budget
+    assert cost["dynamic_sampling_on"] > cost["baseline"]  # its extra rounds are in the budget
 
 
 def test_dynamic_sampling_keeps_the_groups_an_independent_selection_keeps():
