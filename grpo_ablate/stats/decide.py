@@ -157,23 +157,29 @@ def comparisons(st: Stratum, s: Settings, metric: str, full: bool,
     """Each arm's comparison with the arm it is against, and its crossed test where there
     are per-prompt outcomes; under the task scope the crossed test decides."""
     comps = [st.compare(arm, st.against_of(arm), metric, s.min_effect, full) for arm in st.arms]
-    crossed = [crossed_for(prompts, arm, st.against_of(arm), metric, s.min_effect, s.scope)
-               if prompts is not None else None for arm in st.arms]
+    tables: dict[str, pd.DataFrame] = {}  # each arm's seeds x prompts table, pivoted once
+    crossed = [crossed_for(prompts, arm, st.against_of(arm), metric, s.min_effect, s.scope,
+                           tables) if prompts is not None else None for arm in st.arms]
     if s.scope == "task":  # the prompt component in every test, CI and TOST
         comps = [with_crossed(c, x) for c, x in zip(comps, crossed, strict=True)]
     return comps, crossed
 
 
 def crossed_for(prompts: pd.DataFrame, arm: str, other: str, metric: str, min_effect: float,
-                scope: str) -> CrossedTest | None:
+                scope: str, tables: dict | None = None) -> CrossedTest | None:
     """The seeds x prompts table of paired differences (arm - other) on the seeds both have
     and the prompts every one of those runs has, and its crossed test; None under 2 x 2."""
     if metric not in prompts.columns:
         return None
 
-    def table(name: str) -> pd.DataFrame:
-        rows = prompts[prompts["arm"] == name]
-        return rows.pivot_table(index="seed", columns="prompt", values=metric, aggfunc="mean")
+    tables = {} if tables is None else tables
+
+    def table(name: str) -> pd.DataFrame:  # the baseline's is shared by every arm
+        if name not in tables:
+            rows = prompts[prompts["arm"] == name]
+            tables[name] = rows.pivot_table(index="seed", columns="prompt", values=metric,
+                                            aggfunc="mean")
+        return tables[name]
 
     a, b = table(arm), table(other)
     seeds = a.index.intersection(b.index)
