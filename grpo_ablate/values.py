@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
+
+# A hub id as `from_pretrained` takes it: a name, or org/name.
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 def is_number(x: Any) -> bool:

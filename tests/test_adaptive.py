@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_ablate import cli
+from grpo_ablate import cli, command_line
 from grpo_ablate.config import specs_for
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import read_record, write_record
@@ -160,7 +160,7 @@ def test_plan_is_fixed_once_declared(tmp_path):
 
 
 def test_adaptive_true_is_short_for_the_enabled_key():
-    assert cli.parse_hydra_line(["adaptive=true", "adaptive.rungs=[2,4]"]).overrides == \
+    assert command_line.parse_hydra_line(["adaptive=true", "adaptive.rungs=[2,4]"]).overrides == \
         ["adaptive.enabled=true", "adaptive.rungs=[2,4]"]
 
 
@@ -279,6 +279,6 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy):
 
 
 def test_demo_runs_one_worker_per_core_unless_a_launcher_is_chosen():
-    assert cli.demo_launcher(["launcher=serial"]) == []
+    assert command_line.demo_launcher(["launcher=serial"]) == []
     expected = ["launcher=joblib"] if (os.cpu_count() or 1) > 1 else []
-    assert cli.demo_launcher([]) == expected
+    assert command_line.demo_launcher([]) == expected

@@ -149,3 +149,68 @@ def test_the_adaptive_looks_use_the_scope_their_plan_declares(tmp_path):
         settled[scope] = {a: (got.look, got.verdict) for a, got in ladder.settled.items()}
     assert settled["prompts"] == {"x": (1, "improves")}
     assert settled["task"].get("x", (None, "open"))[1] in ("inconclusive", "open")
+
+
+def open_entry(table: np.ndarray, min_effect: float = 0.5) -> dict:
+    """An arm's report entry, as decide makes it, for a crossed difference table."""
+    from grpo_ablate.stats.decide import variance_entry
+
+    x = crossed_test(table, min_effect)
+    return {"arm": "x", "verdict": "inconclusive", "test": "crossed_t", "n": table.shape[0],
+            "diff": x.diff, "diff_sd": float(np.std(table.mean(axis=1), ddof=1)),
+            "ci_low": x.ci_low, "ci_high": x.ci_high, "variance": variance_entry(x, "task")}
+
+
+def test_an_open_arm_under_an_adaptive_plan_names_both_routes_at_its_next_look_and_prices_them():
+    """Seeds: the first later rung whose seeds reach the boundary's precision at these
+    prompts; prompts: what reaches the next look's precision at that look's seeds. Each
+    route is priced from the runs' seconds: a seed is two runs, more prompts every run of
+    the pair again with the larger held-out set."""
+    from grpo_ablate.stats.crossed import Components, prompts_for, target_se
+    from grpo_ablate.stats.sequential import Design
+    from grpo_ablate.stats.waiting import RunCosts, waiting_on
+
+    rng = np.random.default_rng(11)
+    table = (0.03 + rng.normal(0, 0.02, (3, 1)) + rng.normal(0, 0.05, (1, 30))
+             + rng.normal(0, 0.05, (3, 30)))
+    entry = open_entry(table)
+    design = Design(rungs=(3, 6, 10), arms=("x", "y"), alpha=0.05)
+    costs = RunCosts(run_seconds=100.0, prompt_seconds=0.5)
+    w = waiting_on(entry, 0.5, 0.05, 2, design, costs)
+    v = entry["variance"]
+    parts = Components(v["seed"], v["prompt"], v["residual"], 3, 30, math.nan, math.nan,
+                       math.nan)
+    next_level = design.boundary_p(1, 0.05 / 2)
+    goal = target_se(entry["diff"], next_level)
+    assert w["prompts"] == prompts_for(parts, goal, 6) and w["more_prompts"] == w["prompts"] - 30
+    assert parts.variance("task", seeds=6, prompts=w["prompts"]) <= goal ** 2
+    assert parts.variance("task", seeds=6, prompts=w["prompts"] - 1) > goal ** 2
+    assert f"+{w['more_prompts']} held-out prompts ({w['prompts']} in all at 6 seeds" in w["text"]
+    assert w["seeds"] is not None and w["more_seeds"] == w["seeds"] - 3
+    assert w["seeds_seconds"] == 2 * w["more_seeds"] * 100.0
+    assert w["prompts_seconds"] == pytest.approx(2 * 6 * (100.0 + w["more_prompts"] * 0.5))
+    assert w["cheaper"] == ("seeds" if w["seeds_seconds"] <= w["prompts_seconds"] else "prompts")
+    # The same entry under a fixed-n sweep: the prompts at its own 3 seeds, at Holm's level.
+    fixed = waiting_on(entry, 0.5, 0.05, 2, None, costs)
+    assert fixed["prompts"] == prompts_for(parts, target_se(entry["diff"], 0.025), 3)
+    assert "at Holm's level alpha/2" in fixed["text"] and " at 3 seeds" not in fixed["text"]
+    assert waiting_on(entry, 0.5, 0.05, 2, None, None)["seeds_seconds"] is None
+
+
+def test_the_routes_are_priced_from_the_pair_of_arms_runs():
+    """run_costs: the mean wall seconds of the arm's and its baseline's usable runs, and a
+    held-out prompt's share of their evaluation seconds; another arm's runs do not count."""
+    from grpo_ablate.stats.decide import run_costs
+    from grpo_ablate.stats.stratum import Stratum
+
+    rows = [{"arm": a, "seed": s, "model": "m", "task": "t", "status": status,
+             "eval/accuracy": 0.5, "wall_seconds": wall, "budget/eval_seconds": ev}
+            for a, s, status, wall, ev in [
+                ("baseline", 0, "completed", 100.0, 20.0), ("baseline", 1, "completed", 120.0, 24.0),
+                ("x", 0, "completed", 140.0, 28.0), ("x", 1, "failed", 9999.0, 9999.0),
+                ("y", 0, "completed", 5000.0, 1000.0), ("y", 1, "completed", 5000.0, 1000.0)]]
+    st = Stratum(pd.DataFrame(rows), "baseline", ["eval/accuracy"])
+    got = run_costs(st, "x", {"prompts": 8})
+    assert got.run_seconds == pytest.approx(120.0)
+    assert got.prompt_seconds == pytest.approx(24.0 / 8)
+    assert run_costs(st, "x", None).prompt_seconds is None

@@ -76,3 +76,20 @@ def test_a_plain_hydra_multirun_refuses_bad_input_in_one_line(tmp_path):
     assert res.stderr.strip().splitlines() == [
         "grpo-ablate: error: trainer.learning_rate=-1: must be a number > 0"]
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("bad,message", [
+    ("seed=-1", "seed=-1: must be an integer >= 0"),
+    ("task.dataset.eval=./no_such_rows.jsonl",
+     "task.dataset.eval=./no_such_rows.jsonl: no such file"),
+], ids=["a rule", "the task's own data check"])
+def test_a_plain_hydra_run_refuses_bad_input_in_one_line(tmp_path, bad, message):
+    """One job of the plain app (no sweeper in between): the same one line and exit 2, and
+    no run is trained or recorded."""
+    res = subprocess.run(
+        [sys.executable, "-m", "grpo_ablate.app", "task=math", bad, f"out_root={tmp_path}"],
+        capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("grpo-ablate: error: ") and message in line, line
+    assert not list(tmp_path.rglob("record.json")) and not list(tmp_path.rglob("runs"))

@@ -7,20 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from pathlib import Path
 
 from grpo_ablate.config.layout import gpus_for
 from grpo_ablate.config.schema import fmt
 from grpo_ablate.errors import UserError
 from grpo_ablate.runtime import cuda_available, visible_gpus
-from grpo_ablate.sandbox import Limits
-from grpo_ablate.tasks import TASKS
-from grpo_ablate.tasks.arithmetic import load_problems
-from grpo_ablate.tasks.code import PRESETS as CODE_PRESETS
-from grpo_ablate.tasks.data import check_local
-
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+from grpo_ablate.values import HUB_ID
 
 
 def resolve_device(trainer: dict) -> None:
@@ -149,15 +142,7 @@ def check_paths(data: dict) -> None:
         if not looks_local and not HUB_ID.match(path):
             raise UserError(f"model.path={path}: neither a local checkpoint nor a hub id; "
                             f"allowed: {allowed}")
-    check_task_data(data["task"])
     check_chat_template(data["task"], model)
-    data_file = data["task"].get("data_file")
-    if data_file is not None:
-        try:
-            load_problems(data_file)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{exc}; allowed: a JSONL file of {{\"a\": int, \"b\": int}} rows") \
-                from None
 
 
 def check_chat_template(task: dict, model: dict) -> None:
@@ -180,46 +165,3 @@ def check_chat_template(task: dict, model: dict) -> None:
         if not has:
             raise UserError(f"task.chat=true: {path} has no chat template; allowed: "
                             "task.chat=auto or false, or a checkpoint with a chat template")
-
-
-def check_reward_model(path) -> None:
-    """task.reward_model: a sequence classifier (local: its config says so), or a hub id."""
-    if path is None:
-        return
-    allowed = ("a sequence-classification checkpoint (hub id or local folder), or null for the "
-               "embedded tiny reward model")
-    path = str(path)
-    local = Path(path).expanduser()
-    if path.startswith(("/", ".", "~")) or local.exists():
-        cfg_file = local / "config.json"
-        if not cfg_file.is_file():
-            raise UserError(f"task.reward_model={path}: no checkpoint there; allowed: {allowed}")
-        archs = json.loads(cfg_file.read_text()).get("architectures") or []
-        if not any(a.endswith("ForSequenceClassification") for a in archs):
-            raise UserError(f"task.reward_model={path}: a {', '.join(archs) or 'model'}, not a "
-                            f"sequence classifier; allowed: {allowed}")
-    elif not HUB_ID.match(path):
-        raise UserError(f"task.reward_model={path}: neither a local checkpoint nor a hub id; "
-                        f"allowed: {allowed}")
-
-
-def check_task_data(task: dict) -> None:
-    """Dataset-backed tasks: the preset, local files, every row's fields and the preset's own
-    row checks (an empty test_list, a HumanEval row without `check`...), and the sandbox's
-    limits. Hub datasets are checked the same way when the run loads them."""
-    cls = TASKS[task["name"]]
-    if not hasattr(cls, "fields_of"):  # the embedded arithmetic task reads no dataset
-        return
-    if task["name"] == "code" and task.get("preset") not in CODE_PRESETS:
-        raise UserError(f"task.preset={fmt(task.get('preset'))}: a code task scores rows of a "
-                        f"published schema; allowed: {', '.join(CODE_PRESETS)}")
-    if task["name"] == "chat":
-        check_reward_model(task.get("reward_model"))
-    fields = list(cls.fields_of(task))
-    for split in ("train", "eval"):
-        check_local(str(task["dataset"][split]), f"task.dataset.{split}", fields,
-                    lambda row: cls.problem_in(task, row), task.get("preset"))
-    if task["name"] == "code":
-        box = task["sandbox"]
-        Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],
-               file_mb=box["file_mb"], processes=box["processes"]).check()

@@ -15,6 +15,7 @@ from grpo_ablate.config import RunSpec, check_trainable
 from grpo_ablate.launch import sweep
 from grpo_ablate.records import RECORD_NAME, CorruptRecord, read_record
 from grpo_ablate.runtime import say
+from grpo_ablate.tasks import check_task_configs
 
 if TYPE_CHECKING:  # the report stage loads pandas, scipy and matplotlib: only where it runs
     from grpo_ablate.report.settings import ReportSettings
@@ -34,6 +35,7 @@ class LaunchSettings:
 def run_one(spec: RunSpec, launch: Callable[[], Any]) -> int:
     """`grpo-ablate run`: TRL's checks and the starting checkpoint unless recorded, then
     `launch()` (a Hydra run of its one job) and the record's summary; 1 when it failed."""
+    check_task_configs([spec.config["task"]])
     check_trainable(sweep.unfinished([spec]))
     sweep.prepare_checkpoints(sweep.unfinished([spec]))
     launch()
@@ -57,6 +59,7 @@ def run_sweep(specs: list[RunSpec], launch: LaunchSettings,
     `report` None: the sweep's own (W&B when its runs log there)."""
     sweep_dirs = sorted({str(s.sweep_dir) for s in specs})
     t0 = time.perf_counter()
+    check_task_configs([s.config["task"] for s in specs])
     if specs[0].config["adaptive"]["enabled"]:
         from grpo_ablate.launch.adaptive import run_ladder, swept_key  # pandas, scipy
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from grpo_ablate.config import RunSpec, computation_key, specs_for
 from grpo_ablate.launch import run_cache
 from grpo_ablate.records import RECORD_NAME, read_record, record_exists, scan_records
-from grpo_ablate.runtime import cuda_available, say
+from grpo_ablate.runtime import cuda_available, duration, say
+from grpo_ablate.tasks import check_task_configs
 
 # A run's metric spread assumed where no records give one: the seed effect and the run's own
 # noise, 3 points of accuracy each (the review: one checkpoint differs by 3-5 points).
@@ -203,6 +204,7 @@ def adaptive_runs(spec: RunSpec, arms: int, strata: int, sims: int) -> dict:
 def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = None,
              sims: int = 200) -> Forecast:
     specs = specs_for(overrides, multirun=True)
+    check_task_configs([s.config["task"] for s in specs])
     recorded = sum(record_exists(s.run_dir) for s in specs)
     cached = sum(1 for s in specs if not record_exists(s.run_dir) and run_cache.lookup(s))
     arms = sorted({s.arm for s in specs})
@@ -235,16 +237,6 @@ def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = 
                     extra=extra)
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def device_memory_mib(on: str) -> float | None:
     """The memory the peak is measured against: the first GPU's, or this machine's RAM."""
     if on == "GPU":
@@ -266,7 +258,7 @@ def render(f: Forecast, length: float | None) -> str:
         lines.append(f"  runs {k}: {n:.0f}")
     scale = f" at {length:.0f} tokens per completion (measured {c.mean_length:.1f})" \
         if length else f" (completions of {c.mean_length:.1f} tokens)"
-    lines.append(f"  one run: {_duration(f.per_run)} = {c.fixed:.1f} s fixed (load, "
+    lines.append(f"  one run: {duration(f.per_run)} = {c.fixed:.1f} s fixed (load, "
                  f"evaluations) + per step {c.generation:.3f} s generation + "
                  f"{c.training:.3f} s training{scale}; from {c.source}")
     if c.pilot_seconds is not None:
@@ -282,6 +274,6 @@ def render(f: Forecast, length: float | None) -> str:
                  f"and {la.gpus_per_run} GPU(s) each")
     for k, w in f.wall.items():
         gpu = f"{f.gpu_hours[k]:.1f} GPU-hours" if la.gpus_per_run else "no GPU"
-        lines.append(f"  predicted wall time, {k}: {_duration(w)}; {gpu}")
+        lines.append(f"  predicted wall time, {k}: {duration(w)}; {gpu}")
     return "\n".join(lines)
 

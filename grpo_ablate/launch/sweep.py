@@ -93,6 +93,12 @@ def prepare_checkpoints(specs: list[RunSpec]) -> None:
         resolve_model_path(cfg, get_task(cfg["task"]))
 
 
+def starting_checkpoint(spec: RunSpec) -> str:
+    """`grpo-ablate fetch`: the run's starting checkpoint, built or fetched now; its folder."""
+    prepare_checkpoints([spec])
+    return str(resolve_model_path(spec.config, get_task(spec.config["task"])))
+
+
 def unfinished(specs: list[RunSpec]) -> list[RunSpec]:
     """The runs without a final record (completed or diverged)."""
     return [s for s in specs if not record_exists(s.run_dir)]

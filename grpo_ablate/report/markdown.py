@@ -180,17 +180,20 @@ def section(title: str) -> list[str]:
     return ["", f"## {title}", ""]
 
 
+def _ladder_design(d: dict) -> str:
+    """The ladder's design, as it was declared before the first run."""
+    return (f"Declared before the first run: rungs {' -> '.join(map(str, d['rungs']))} seeds, "
+            f"alpha {d['alpha']} spent over the looks (O'Brien-Fleming type) with Holm across "
+            f"the {len(d['arms'])} arms, equivalence margin ±{d['min_effect']}, futility stop "
+            f"below {d['futility']:.0%} conditional power (non-binding). The verdicts above "
+            "are the looks' decisions.")
+
+
 def _adaptive(st: dict) -> list[str]:
     ad = st.get("adaptive")
     if not ad:
         return []
-    d = ad["design"]
-    lines = [*section("Adaptive seed ladder"),
-             f"Declared before the first run: rungs {' -> '.join(map(str, d['rungs']))} seeds, "
-             f"alpha {d['alpha']} spent over the looks (O'Brien-Fleming type) with Holm across "
-             f"the {len(d['arms'])} arms, equivalence margin ±{d['min_effect']}, futility stop "
-             f"below {d['futility']:.0%} conditional power (non-binding). The verdicts above "
-             "are the looks' decisions.", "",
+    lines = [*section("Adaptive seed ladder"), _ladder_design(ad["design"]), "",
              "| look | seeds | alpha spent (at alpha/arms) | boundary z | boundary p |",
              "|---|---|---|---|---|"]
     lines += [f"| {r['look']} | {r['seeds']} | {r['alpha_spent_this_look']:.2g} "
@@ -208,7 +211,7 @@ def _adaptive(st: dict) -> list[str]:
                          f"| {_g(a.get('p_boundary'))} | {x['verdict']} |")
     pending = f"; look {ad['pending_look']} still running" if ad["pending_look"] else ""
     lines += ["", f"Runs: {ad['runs_used']} used against {ad['runs_fixed_n']} for fixed n at "
-              f"{d['rungs'][-1]} seeds: {ad['runs_saved']:.0%} saved{pending}."]
+              f"{ad['design']['rungs'][-1]} seeds: {ad['runs_saved']:.0%} saved{pending}."]
     return lines
 
 

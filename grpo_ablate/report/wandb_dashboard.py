@@ -28,9 +28,9 @@ from pathlib import Path
 from grpo_ablate.records import atomic_write_text, read_history, scan_records
 from grpo_ablate.runtime import wandb_run_id
 
-log = logging.getLogger(__name__)
 SPEC_FILE = "wandb_report.json"
 WORKSPACE_FILE = "wandb_workspace.json"
+log = logging.getLogger(__name__)
 STEP = "train/global_step"
 ARM = "JobType"  # every run of an arm carries job_type = the arm (training/wandb_logger.py)
 # The run curves beside the primary metric, as the per-run logger names them.

@@ -123,27 +123,36 @@ def crossed_test(d: np.ndarray, min_effect: float, scope: str = "task",
     return CrossedTest(diff, se, df, diff - half, diff + half, p, tost, parts)
 
 
+def _least(var_at, lo: int, goal: float, max_n: int) -> int | None:
+    """The smallest n >= lo with var_at(n) <= goal (var_at falls with n), or None."""
+    if var_at(max_n) > goal:
+        return None
+    hi = max(lo, 1)
+    while var_at(hi) > goal:
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if var_at(mid) > goal else (lo, mid)
+    return lo
+
+
 def precision_for(parts: Components, target_se: float, max_n: int = 100_000
                   ) -> tuple[int | None, int | None]:
     """What would bring the task-scope standard error down to `target_se`: the seeds at
     this many prompts (None when the prompt component alone is above it: no number of
-    seeds can), and the prompts at this many seeds (None likewise for the seed component)."""
+    seeds can), and the prompts at this many seeds (None likewise for the seed component).
+    Each is at least one more than now: an open arm needs more of something."""
     goal = target_se ** 2
+    seeds = _least(lambda n: parts.variance("task", seeds=n), parts.seeds + 1, goal, max_n)
+    return seeds, prompts_for(parts, target_se, parts.seeds, max_n)
 
-    def least(var_at, lo: int) -> int | None:
-        if var_at(max_n) > goal:
-            return None
-        hi = lo
-        while var_at(hi) > goal:
-            hi *= 2
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if var_at(mid) > goal else (lo, mid)
-        return lo
 
-    seeds = least(lambda n: parts.variance("task", seeds=n), parts.seeds)
-    prompts = least(lambda n: parts.variance("task", prompts=n), parts.prompts)
-    return seeds, prompts
+def prompts_for(parts: Components, target_se: float, seeds: int, max_n: int = 100_000
+                ) -> int | None:
+    """The held-out prompts that bring the task-scope standard error down to `target_se`
+    at `seeds` seeds (None when the seed component alone is above it); at least one more."""
+    return _least(lambda n: parts.variance("task", seeds=seeds, prompts=n), parts.prompts + 1,
+                  target_se ** 2, max_n)
 
 
 def target_se(diff: float, level: float, power: float = 0.8) -> float:

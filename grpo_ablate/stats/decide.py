@@ -39,7 +39,7 @@ from grpo_ablate.stats.errors import ResultsError, SettingError
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
 from grpo_ablate.stats.significance import Comparison, mde
 from grpo_ablate.stats.stratum import Stratum, clean, compare, mean_std
-from grpo_ablate.stats.waiting import waiting_on
+from grpo_ablate.stats.waiting import RunCosts, waiting_on
 
 STABILITY_METRICS = ("kl_final", "kl_max", "entropy_ratio_final", "length_growth",
                      "grad_norm_max", "reward_volatility", "checkpoint_regret")
@@ -279,15 +279,29 @@ def apply_ladder(arms: list[dict], ladder: Ladder, pending: int | None, runs: in
 
 
 def settle_waiting(arms: list[dict], s: Settings, comparisons: int,
-                   design: Design | None) -> None:
+                   design: Design | None, st: Stratum | None = None) -> None:
     """Each arm's `waiting_on` (None when decided) and the seeds it names: the one answer the
-    table, report.json and the recipe give (stats/waiting.py)."""
+    table, report.json and the recipe give (stats/waiting.py); priced from `st`'s records."""
     for entry in arms:
+        costs = run_costs(st, entry["arm"], entry.get("variance")) if st is not None else None
         w = waiting_on(entry, s.min_effect, s.alpha, comparisons,
-                       design if entry.get("adaptive") else None)
+                       design if entry.get("adaptive") else None, costs)
         entry["waiting_on"] = w
         entry["seeds_needed"] = w["seeds"] if w else None
         entry["more_seeds_needed"] = w["more_seeds"] if w else None
+
+
+def run_costs(st: Stratum, arm: str, variance: dict | None) -> RunCosts | None:
+    """An arm's and its baseline's mean run wall seconds, and one held-out prompt's share of
+    a run's evaluation seconds (where the runs have per-prompt outcomes)."""
+    sub = st.sub[st.sub["arm"].isin([arm, st.against_of(arm)])
+                 & (st.sub["status"].to_numpy() != "failed")]
+    if "wall_seconds" not in sub or not sub["wall_seconds"].notna().any():
+        return None
+    per_prompt = None
+    if variance and "budget/eval_seconds" in sub and sub["budget/eval_seconds"].notna().any():
+        per_prompt = float(sub["budget/eval_seconds"].mean()) / variance["prompts"]
+    return RunCosts(float(sub["wall_seconds"].mean()), per_prompt)
 
 
 # ---------------------------------------------------------------------------- the whole report
@@ -338,6 +352,13 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None,
     return out
 
 
+def side_metrics(st: Stratum, s: Settings, metrics, prefix: str = "") -> dict:
+    """The secondary or stability metrics' arm entries (no ladder, their own correction)."""
+    return {m: analyse_metric(st, s, prefix + m, s.secondary_correction, default_direction(m),
+                              full=False)["arms"]
+            for m in metrics if prefix + m in st.tables and st.sub[prefix + m].notna().any()}
+
+
 def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numeric: set[str],
                     secondary: list[str], prompts: pd.DataFrame | None = None) -> dict:
     """One (model, task) stratum: the primary metric's verdicts (an adaptive sweep's from
@@ -362,22 +383,14 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
         adaptive = apply_ladder(primary["arms"], ladder, pending, runs=len(sub),
                                 acts=acts, inert_below=s.inert_below)
     note_activity(primary["arms"], acts, s.inert_below)
-    settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None)
+    settle_waiting(primary["arms"], s, primary["k"], s.sequential if adaptive else None, st)
     stratum = {"model": model, "task": task, "baseline": primary["baseline"],
                "arms": primary["arms"], "comparisons": primary["k"],
                "scope": scope_in_force(scoped.scope, primary["arms"], prompts is not None)}
     if adaptive:
         stratum["adaptive"] = adaptive
-    stratum["secondary"] = {
-        m: analyse_metric(st, s, m, s.secondary_correction, default_direction(m),
-                          full=False)["arms"]
-        for m in secondary if m in numeric and m != s.metric
-        and sub[m].notna().any()}
-    stratum["stability"] = {
-        m: analyse_metric(st, s, f"stability/{m}", s.secondary_correction,
-                          default_direction(m), full=False)["arms"]
-        for m in STABILITY_METRICS if f"stability/{m}" in numeric
-        and sub[f"stability/{m}"].notna().any()}
+    stratum["secondary"] = side_metrics(st, s, [m for m in secondary if m != s.metric])
+    stratum["stability"] = side_metrics(st, s, STABILITY_METRICS, prefix="stability/")
     return {**stratum, **beside_verdicts(st, s, primary["arms"])}
 
 

@@ -20,10 +20,12 @@ on a trick that acts, not on seeds.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from scipy.stats import norm as NORMAL
 
-from grpo_ablate.stats.crossed import Components, precision_for, target_se
+from grpo_ablate.runtime import duration
+from grpo_ablate.stats.crossed import Components, precision_for, prompts_for, target_se
 from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.significance import first_n, power, tost_power
 
@@ -35,30 +37,37 @@ WHAT = {"effect": "confirmation of the observed effect",
         "either": "an effect if the estimate holds, equivalence if it shrinks"}
 
 
+def _unsized(on: str, text: str) -> dict:
+    """An open arm that no number of seeds would settle as it stands."""
+    return {"on": on, "seeds": None, "more_seeds": None, "level": None, "text": text}
+
+
 def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
-               design: Design | None = None) -> dict | None:
-    """`{"on", "seeds", "more_seeds", "level", "text"}` for an open arm (None when decided).
+               design: Design | None = None, costs: RunCosts | None = None) -> dict | None:
+    """`{"on", "seeds", "more_seeds", "level", "text"}` for an open arm (None when decided);
+    under the task scope also the prompts route (`prompts`, `more_prompts`) and, with
+    `costs`, what each route costs (`seeds_seconds`, `prompts_seconds`, `cheaper`).
     `entry`: the arm's report entry (verdict, test, n, diff, diff_sd, ci_low, ci_high);
     `design`: the adaptive plan whose looks decided the arm, or None for fixed n."""
     verdict = entry["verdict"]
     if verdict in DECIDED:
         return None
     if verdict == "inert":
-        return {"on": "a trick that acts", "seeds": None, "more_seeds": None, "level": None,
-                "text": INERT}
+        return _unsized("a trick that acts", INERT)
     n, sd, diff = entry["n"], entry.get("diff_sd"), entry.get("diff")
     if n < 2 or diff is None or not sd or not math.isfinite(sd):
-        return {"on": "a spread", "seeds": None, "more_seeds": None, "level": None,
-                "text": "no spread to test yet (fewer than 2 matched seeds, or the same "
-                        "difference on every seed): run more seeds"}
+        return _unsized("a spread", "no spread to test yet (fewer than 2 matched seeds, or the "
+                        "same difference on every seed): run more seeds")
     lo, hi = entry.get("ci_low"), entry.get("ci_high")
     if lo is not None and hi is not None and (lo > 0 or hi < 0):
         on = "effect"
     else:
         on = "equivalence" if abs(diff) < min_effect else "either"
-    if entry["test"] == "crossed_t" and entry.get("variance") and design is None:
-        return _crossed_waiting(entry, on, alpha / max(1, comparisons), min_effect,
-                                f"at Holm's level alpha/{max(1, comparisons)}")
+    if entry["test"] == "crossed_t" and entry.get("variance"):
+        level = alpha / max(1, comparisons)
+        looks = [(n, level, f"at Holm's level alpha/{max(1, comparisons)} = {level:.2g}")] \
+            if design is None else _looks(n, design)
+        return _crossed_waiting(entry, on, min_effect, looks, costs)
     power_at = _power_curve(on, entry["test"], diff, sd, min_effect)
     if design is None:
         level = alpha / max(1, comparisons)
@@ -75,32 +84,79 @@ def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
                     f"at the observed difference {diff:+.3g} and spread {sd:.3g}, {where}"}
 
 
-def _crossed_waiting(entry: dict, on: str, level: float, min_effect: float,
-                     where: str) -> dict:
+@dataclass(frozen=True)
+class RunCosts:
+    """What the two routes cost, from the arm's and its baseline's records: one run's wall
+    seconds (training and its evaluations), and one held-out prompt's evaluation seconds in
+    a run. A seed is two runs (the arm's and the baseline's); more prompts is every run of
+    the pair again, at the larger held-out set (task.dataset.eval_size is part of a run's
+    identity, so no record carries over)."""
+
+    run_seconds: float
+    prompt_seconds: float | None
+
+    def seeds(self, more: int) -> float:
+        return 2 * more * self.run_seconds
+
+    def prompts(self, more: int, seeds: int) -> float | None:
+        if self.prompt_seconds is None:
+            return None
+        return 2 * seeds * (self.run_seconds + more * self.prompt_seconds)
+
+
+def _crossed_waiting(entry: dict, on: str, min_effect: float, looks: list[tuple[int, float, str]],
+                     costs: RunCosts | None) -> dict:
     """Under the task scope more seeds shrink only the seed part of the uncertainty: the
     prompt part falls with more held-out prompts alone. Both routes, sized by the normal
-    approximation at the observed difference and variance components."""
-    v = entry["variance"]
-    parts = Components(seed=v["seed"], prompt=v["prompt"], residual=v["residual"],
-                       seeds=v["seeds"], prompts=v["prompts"], ms_seed=math.nan,
-                       ms_prompt=math.nan, ms_residual=math.nan)
-    diff = entry["diff"]
-    if on == "equivalence":  # each one-sided test at `level`, the margin's distance to go
-        goal = (min_effect - abs(diff)) / (NORMAL.ppf(1 - level) + NORMAL.ppf(POWER))
-    else:
-        goal = target_se(diff, level, POWER)
-    seeds, prompts = precision_for(parts, goal)
-    s, p = parts.seeds, parts.prompts
-    routes = [f"+{seeds - s} seeds ({seeds} in all)" if seeds is not None else
-              "no number of seeds (the prompt component alone is too wide)",
-              f"+{prompts - p} held-out prompts ({prompts} in all)" if prompts is not None else
-              "no number of prompts (the seed component alone is too wide)"]
-    return {"on": on, "seeds": seeds, "more_seeds": None if seeds is None else seeds - s,
-            "prompts": prompts, "more_prompts": None if prompts is None else prompts - p,
-            "level": level,
+    approximation at the observed difference and variance components, at the looks in
+    force: `looks` is [(seeds at the look, its level, where)], one entry for a fixed-n sweep
+    (its seeds now), the later rungs for an adaptive plan (then the plan's last boundary)."""
+    v, diff, s, p = entry["variance"], entry["diff"], entry["variance"]["seeds"], entry["variance"]["prompts"]
+    parts = Components(seed=v["seed"], prompt=v["prompt"], residual=v["residual"], seeds=s,
+                       prompts=p, ms_seed=math.nan, ms_prompt=math.nan, ms_residual=math.nan)
+
+    def goal(level: float) -> float:
+        if on == "equivalence":  # each one-sided test at `level`, the margin's distance to go
+            return (min_effect - abs(diff)) / (NORMAL.ppf(1 - level) + NORMAL.ppf(POWER))
+        return target_se(diff, level, POWER)
+
+    # Seeds: the first look whose seeds suffice at these prompts, else past the last one.
+    seeds, level, where = next(((r, lv, w) for r, lv, w in looks
+                                if r > s and parts.variance("task", seeds=r) <= goal(lv) ** 2),
+                               (precision_for(parts, goal(looks[-1][1]))[0], *looks[-1][1:]))
+    at = looks[0][0]  # prompts: at the next look (a fixed-n sweep's seeds now)
+    prompts = prompts_for(parts, goal(looks[0][1]), at)
+    more_s = None if seeds is None else seeds - s
+    more_p = None if prompts is None else prompts - p
+    priced = (costs.seeds(more_s) if costs and more_s is not None else None,
+              costs.prompts(more_p, at) if costs and more_p is not None else None)
+    routes = [f"+{more_s} seeds ({seeds} in all"
+              + (f"; {duration(priced[0])}" if priced[0] is not None else "") + ")"
+              if seeds is not None else "no number of seeds (the prompt component alone is too wide)",
+              f"+{more_p} held-out prompts ({prompts} in all" + (f" at {at} seeds" if at != s else "")
+              + (f"; {duration(priced[1])}, every run again" if priced[1] is not None else "") + ")"
+              if prompts is not None else "no number of prompts (the seed component alone is too wide)"]
+    cheaper = None if None in priced else ("seeds" if priced[0] <= priced[1] else "prompts")
+    return {"on": on, "seeds": seeds, "more_seeds": more_s, "prompts": prompts,
+            "more_prompts": more_p, "level": level, "seeds_seconds": priced[0],
+            "prompts_seconds": priced[1], "cheaper": cheaper,
             "text": f"waiting on {WHAT[on]}: {routes[0]}, or {routes[1]}, for 80% power at the "
                     f"observed difference {diff:+.3g} (seed, prompt, residual variance "
                     f"{v['seed']:.2g}, {v['prompt']:.2g}, {v['residual']:.2g}), {where}"}
+
+
+def _looks(n: int, design: Design) -> list[tuple[int, float, str]]:
+    """An adaptive plan's later looks (seeds, boundary p, where), then its last boundary."""
+    level_family = design.alpha / max(1, len(design.arms))
+    out = [(rung, design.boundary_p(look, level_family),
+            f"at look {look + 1}'s boundary p {design.boundary_p(look, level_family):.2g} "
+            f"(rung of {rung} seeds)") for look, rung in enumerate(design.rungs) if rung > n]
+    last = len(design.rungs) - 1
+    level = design.boundary_p(last, level_family)
+    out.append((max(n, design.rungs[last]), level,
+                f"at the last boundary p {level:.2g}, beyond the plan's last rung "
+                f"({design.rungs[last]} seeds): a new plan"))
+    return out
 
 
 def _power_curve(on: str, test: str, diff: float, sd: float, min_effect: float):

@@ -10,9 +10,11 @@ else):
   `accuracy` (greedy), `reward_mean`, `sampled_accuracy` (avg@k), in an isolated RNG;
 - `use_tokenizer(tokenizer)`: plain or conversational prompts for this checkpoint;
 - `notes()`: what the run should say about how it was scored (kept in the record);
+- `check_config(cfg)` (a class method): what the task's section names (local data files and
+  their rows, the sandbox's limits), checked by launch before the first run trains;
 - dataset-backed tasks (`TextTask`): static `fields_of(cfg)` and `problem_in(cfg, row)`, the
-  fields every row needs and what else can be wrong with one (the config layer checks a
-  local file's rows with them before anything trains);
+  fields every row needs and what else can be wrong with one (`check_config` reads a local
+  file's rows with them);
 - for the embedded tiny policy: `data_key(cfg)` (a static method: its cache key, from the
   task section alone), `policy_data_config()`, `policy_alphabet()`,
   `sft_sample(rng) -> (prompt, completion)` and `max_text_length()`.
@@ -23,6 +25,7 @@ entry in TASKS, and one conf/task/<name>.yaml per published schema (docs/tasks.m
 
 from __future__ import annotations
 
+from grpo_ablate.runtime import stable_hash
 from grpo_ablate.tasks.arithmetic import ArithmeticTask
 from grpo_ablate.tasks.chat import ChatTask
 from grpo_ablate.tasks.code import CodeTask
@@ -33,6 +36,16 @@ TASKS = {"arithmetic": ArithmeticTask, "math": MathTask, "code": CodeTask, "chat
 
 def get_task(cfg: dict):
     return TASKS[cfg["name"]](cfg)
+
+
+def check_task_configs(sections: list[dict]) -> None:
+    """Each distinct task section's own checks (its data files, its limits), before the first
+    run trains: one line (UserError) for the first problem."""
+    seen: set[str] = set()
+    for cfg in sections:
+        if stable_hash(cfg) not in seen:
+            seen.add(stable_hash(cfg))
+            TASKS[cfg["name"]].check_config(cfg)
 
 
 def policy_data_key(cfg: dict) -> dict:

@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_ablate.errors import UserError
 from grpo_ablate.tasks.base import Task
 from grpo_ablate.tasks.evaluation import evaluating, generate, prompt_id, prompt_outcomes
 
@@ -108,6 +109,17 @@ class ArithmeticTask(Task):
         if cfg.get("data_file"):
             train = load_problems(cfg["data_file"])
         self.train_problems, self.eval_problems = train, held_out
+
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        """task.data_file, when set: a readable JSONL file of problems."""
+        if cfg.get("data_file") is None:
+            return
+        try:
+            load_problems(cfg["data_file"])
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{exc}; allowed: a JSONL file of {{\"a\": int, \"b\": int}} rows") \
+                from None
 
     @staticmethod
     def data_key(cfg: dict) -> dict:

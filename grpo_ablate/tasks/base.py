@@ -4,7 +4,8 @@ evaluation, and what the embedded tiny policy needs to be SFT-trained on the tas
 
 A task (see grpo_ablate/tasks/__init__.py for the protocol) subclasses `TextTask` and says
 how to read a row (`question`, `gold`), how to score a completion (`score`: 1.0 counts as
-correct), how to reward one (`reward`), and what a row must hold (`fields`, `row_problem`).
+correct), how to reward one (`reward`), and what a row must hold (`fields_of`, `problem_in`), which
+`check_config` reads a local file's rows with before the first run.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import random
 from typing import Any
 
 from grpo_ablate.errors import UserError
-from grpo_ablate.tasks.data import load_task_rows, resolve_source
+from grpo_ablate.tasks.data import check_local, load_task_rows, resolve_source
 from grpo_ablate.tasks.evaluation import evaluating, generate, prompt_id, prompt_outcomes
 
 
@@ -30,6 +31,11 @@ class Task:
     def notes(self) -> list[str]:
         """What the run should say about how it was scored (kept in the record)."""
         return []
+
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        """What the task's section names, checked before the first run trains: its data
+        files and their rows, its limits. One line (UserError) for the first problem."""
 
     def policy_data_config(self) -> dict:
         return self.data_key(self.cfg)
@@ -49,7 +55,16 @@ class TextTask(Task):
         self.conversational = False
 
     # ------------------------------------------------------------------ what a row holds
-    # Static: the config layer checks a local file's rows with them before anything trains.
+    # Static: check_config reads a local file's rows with them before anything trains.
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        """Local dataset files: they exist, have rows, and every row has the fields and
+        passes the preset's own row check. Hub datasets are checked when the run loads them."""
+        for split in ("train", "eval"):
+            check_local(str(cfg["dataset"][split]), f"task.dataset.{split}",
+                        list(cls.fields_of(cfg)), lambda row: cls.problem_in(cfg, row),
+                        cfg.get("preset"))
+
     @staticmethod
     def fields_of(cfg: dict) -> tuple[str, ...]:
         """The fields every row must have."""

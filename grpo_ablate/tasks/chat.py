@@ -17,8 +17,13 @@ randomly initialised, cached): it exercises the path, it knows nothing about cha
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from grpo_ablate.errors import UserError
 from grpo_ablate.models import ensure_tiny_reward_model
 from grpo_ablate.tasks.base import TextTask
+from grpo_ablate.values import HUB_ID
 
 RM_BATCH = 32
 PLAIN = "the reward model has no chat template: it scored prompt + newline + completion as plain text"
@@ -33,9 +38,35 @@ def last_assistant(value) -> str:
     return str(value)
 
 
+def check_reward_model(path) -> None:
+    """task.reward_model: a sequence classifier (local: its config says so), or a hub id."""
+    if path is None:
+        return
+    allowed = ("a sequence-classification checkpoint (hub id or local folder), or null for the "
+               "embedded tiny reward model")
+    path = str(path)
+    local = Path(path).expanduser()
+    if path.startswith(("/", ".", "~")) or local.exists():
+        cfg_file = local / "config.json"
+        if not cfg_file.is_file():
+            raise UserError(f"task.reward_model={path}: no checkpoint there; allowed: {allowed}")
+        archs = json.loads(cfg_file.read_text()).get("architectures") or []
+        if not any(a.endswith("ForSequenceClassification") for a in archs):
+            raise UserError(f"task.reward_model={path}: a {', '.join(archs) or 'model'}, not a "
+                            f"sequence classifier; allowed: {allowed}")
+    elif not HUB_ID.match(path):
+        raise UserError(f"task.reward_model={path}: neither a local checkpoint nor a hub id; "
+                        f"allowed: {allowed}")
+
+
 class ChatTask(TextTask):
     name = "chat"
     _rm = None  # the reward model, loaded on first use
+
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        check_reward_model(cfg.get("reward_model"))
+        super().check_config(cfg)
 
     @staticmethod
     def fields_of(cfg: dict) -> tuple[str, ...]:

@@ -23,9 +23,11 @@ passed, in the sandbox; it never raises for any completion or row.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import textwrap
 
+from grpo_ablate.errors import UserError
 from grpo_ablate.sandbox import Limits, run, run_many
 from grpo_ablate.tasks.base import TextTask
 
@@ -206,6 +208,17 @@ class CodeTask(TextTask):
         self.limits = Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],
                              file_mb=box["file_mb"], processes=box["processes"])
         self.timeout_s = float(box["timeout_s"])
+
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        """The preset is a published schema, the files' rows hold it, the limits are usable."""
+        if cfg.get("preset") not in PRESETS:
+            raise UserError(f"task.preset={json.dumps(cfg.get('preset'))}: a code task scores "
+                            f"rows of a published schema; allowed: {', '.join(PRESETS)}")
+        super().check_config(cfg)
+        box = cfg["sandbox"]
+        Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],
+               file_mb=box["file_mb"], processes=box["processes"]).check()
 
     @staticmethod
     def fields_of(cfg: dict) -> tuple[str, ...]:

@@ -79,6 +79,16 @@ def sampling_warpers(temperature: float, top_p: float, top_k: int | None) -> Log
     return warpers
 
 
+def prefill(model, tokenizer, texts: list[str]):
+    """The left-padded batch, its positions, its KV cache and the next-token logits."""
+    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
+    positions = (enc["attention_mask"].long().cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    logits = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                   position_ids=positions, past_key_values=cache, use_cache=True).logits[:, -1, :]
+    return enc, positions, cache, logits
+
+
 def sample_lengths(model, tokenizer, texts: list[str], cap: int, stops: set[int],
                    temperature: float, top_p: float, top_k: int | None,
                    progress=None) -> list[int]:
@@ -86,12 +96,8 @@ def sample_lengths(model, tokenizer, texts: list[str], cap: int, stops: set[int]
     tokens (its stop token included; `cap` when it never stopped). One batch, left-padded,
     with a KV cache; a row that stops leaves the batch (and the cache) at once."""
     warpers = sampling_warpers(temperature, top_p, top_k)
-    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
+    enc, positions, cache, logits = prefill(model, tokenizer, texts)
     mask = enc["attention_mask"]
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache()
-    logits = model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=positions,
-                   past_key_values=cache, use_cache=True).logits[:, -1, :]
     alive = torch.arange(len(texts), device=model.device)
     last = positions[:, -1]
     stop_ids = torch.tensor(sorted(stops), device=model.device)

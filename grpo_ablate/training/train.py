@@ -120,6 +120,15 @@ def lora_config(lora: dict | None):
                       task_type="CAUSAL_LM")
 
 
+def checkpoint_saving(cfg: dict, checkpoints):
+    """(the run's checkpoints, their schedule) when it saves any, else None; what a save that
+    was killed left is cleared first."""
+    schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"])
+    if process_rank() == 0:
+        checkpoints.clean_incoming()
+    return (checkpoints, schedule) if schedule.enabled else None
+
+
 def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, list[dict]]:
     """Train and evaluate one run, from its newest checkpoint when an earlier attempt left
     one. A run that raises is recorded as failed, unless `raise_errors` (one process of
@@ -134,10 +143,7 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
         task, model_path, tokenizer = task_and_tokenizer(cfg)
         evaluate = Evaluator(cfg, task, tokenizer, state, start_eval_cache(cfg, model_path))
         callbacks = run_callbacks(cfg, state, evaluate, wandb_run)
-        schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"])
-        saving = (checkpoints, schedule) if schedule.enabled else None
-        if process_rank() == 0:
-            checkpoints.clean_incoming()  # what a save that was killed left
+        saving = checkpoint_saving(cfg, checkpoints)
         with tempfile.TemporaryDirectory(prefix="grpo-ablate-") as tmp:
             out = str(checkpoints.incoming) if saving else tmp
             trainer = build_trainer(spec, model_path, tokenizer, task, out, callbacks, state,
