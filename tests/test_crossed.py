@@ -214,3 +214,55 @@ def test_the_routes_are_priced_from_the_pair_of_arms_runs():
     assert got.run_seconds == pytest.approx(120.0)
     assert got.prompt_seconds == pytest.approx(24.0 / 8)
     assert run_costs(st, "x", None).prompt_seconds is None
+
+
+def test_when_neither_route_alone_can_settle_an_arm_the_two_together_are_named():
+    """Seed and prompt components both above what 80% power needs: no number of seeds at
+    these prompts, nor of prompts at these seeds, reaches it; a pair of both does, and it is
+    the cheapest of the pairs tried."""
+    from grpo_ablate.stats.crossed import Components, target_se
+    from grpo_ablate.stats.waiting import RunCosts, waiting_on
+
+    rng = np.random.default_rng(2)
+    table = (0.05 + rng.normal(0, 0.12, (3, 1)) + rng.normal(0, 0.2, (1, 20))
+             + rng.normal(0, 0.05, (3, 20)))
+    entry = open_entry(table, min_effect=0.01)
+    w = waiting_on(entry, 0.01, 0.05, 1, None, RunCosts(run_seconds=60.0, prompt_seconds=0.2))
+    assert w["seeds"] is None and w["prompts"] is None, w["text"]
+    b = w["both"]
+    v = entry["variance"]
+    parts = Components(v["seed"], v["prompt"], v["residual"], 3, 20, math.nan, math.nan, math.nan)
+    goal = target_se(entry["diff"], 0.05)
+    assert parts.variance("task", seeds=b["seeds"], prompts=b["prompts"]) <= goal ** 2
+    assert b["seconds"] == pytest.approx(2 * b["seeds"] * (60.0 + (b["prompts"] - 20) * 0.2))
+    assert f"neither alone: +{b['more_seeds']} seeds and +{b['more_prompts']} held-out prompts" \
+        in w["text"]
+    # Against the closed form: at S seeds the fewest prompts are
+    # ceil((residual / S + prompt) / (goal^2 - seed / S)); the cheapest S by brute force.
+    def price(seeds: int, prompts: int) -> float:
+        return 2 * seeds * (60.0 + (prompts - 20) * 0.2)
+
+    best = min(price(n, math.ceil((parts.residual / n + parts.prompt)
+                                  / (goal ** 2 - parts.seed / n)))
+               for n in range(4, 2000) if goal ** 2 > parts.seed / n)
+    assert best <= b["seconds"] <= 1.02 * best
+
+
+def test_a_prompts_route_beyond_what_the_task_holds_is_not_offered():
+    """The same open arm: with a pool above the prompts it needs, the route stands; with a
+    smaller pool it says how many would be needed and how many the task holds."""
+    from grpo_ablate.stats.waiting import RunCosts, waiting_on
+
+    rng = np.random.default_rng(11)
+    table = (0.03 + rng.normal(0, 0.02, (3, 1)) + rng.normal(0, 0.05, (1, 30))
+             + rng.normal(0, 0.05, (3, 30)))
+    entry = open_entry(table)
+    free = waiting_on(entry, 0.5, 0.05, 8, None, RunCosts(100.0, 0.5))
+    needed = free["prompts"]
+    assert needed is not None and needed > 31
+    held = waiting_on(entry, 0.5, 0.05, 8, None, RunCosts(100.0, 0.5, prompt_pool=needed))
+    assert held["prompts"] == needed
+    short = waiting_on(entry, 0.5, 0.05, 8, None, RunCosts(100.0, 0.5, prompt_pool=needed - 1))
+    assert short["prompts"] is None and short["more_prompts"] is None
+    assert f"not more prompts: {needed} would be needed, the task holds {needed - 1}" in short["text"]
+    assert short["seeds"] == free["seeds"]

@@ -278,3 +278,26 @@ def test_sampled_lengths_drop_ended_rows_and_equal_generate_row_by_row(tmp_path)
         want.append(ends[0] + 1 if ends else 40)
     assert got == want
     assert len(set(got)) > 1  # rows ended at different steps
+
+
+def test_the_held_out_pool_is_what_the_data_could_hold_out_with_training_as_it_is(tmp_path):
+    """One shared split: its rows less those that train (train_size, or every row not held
+    out); separate files: the eval file's rows. The record's `prompts.pool` carries it."""
+    from grpo_ablate.tasks.data import load_task_rows
+
+    rows = [{"question": f"{i}+1", "answer": str(i + 1)} for i in range(10)]
+    shared = tmp_path / "rows.jsonl"
+    shared.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    other = tmp_path / "eval.jsonl"
+    other.write_text("".join(json.dumps(r) + "\n" for r in rows[:7]))
+    section = {"train": str(shared), "eval": str(shared), "train_split": "train",
+               "eval_split": "train", "eval_size": 3, "train_size": 4}
+    train, held_out, pool = load_task_rows(section, ["question", "answer"])
+    assert (len(train), len(held_out), pool) == (4, 3, 6)
+    train, held_out, pool = load_task_rows({**section, "train_size": None}, ["question"])
+    assert (len(train), len(held_out), pool) == (7, 3, 3)
+    train, held_out, pool = load_task_rows({**section, "eval": str(other)}, ["question"])
+    assert (len(train), len(held_out), pool) == (4, 3, 7)
+    task = get_task({"name": "arithmetic", "max_operand": 9, "carry_bug_rate": 0.0,
+                     "eval_fraction": 0.2, "split_seed": 0, "data_file": None})
+    assert task.held_out_pool == len(task.eval_problems) == 20

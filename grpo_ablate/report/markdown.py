@@ -57,7 +57,8 @@ def render_markdown(report: dict, figures: list[str]) -> str:
             "- Waiting on (open arms only): confirmation of the observed effect (the CI excludes "
             "0), equivalence (the CI straddles 0 inside ±min-effect) or either, and the more "
             "seeds that would give 80% power at the observed difference and spread under this "
-            "design (Holm's alpha/k, or the adaptive plan's next boundaries).",
+            "design (Holm's alpha/k, or the adaptive plan's next boundaries); under the task "
+            "scope also the more held-out prompts, and what each route costs in run time.",
             *(["- Adaptive sweep: the verdicts are the looks' decisions (section \"Adaptive seed "
                "ladder\"); p adj is the fixed-n Holm value on the seeds run, for reference only."]
               if st.get("adaptive") else []), "",
@@ -319,17 +320,25 @@ def waiting_cell(w: dict | None) -> str:
     if "more_prompts" in w:  # the task scope: seeds, or prompts, whichever is possible
         routes = [f"+{w['more_seeds']} seeds" if w["more_seeds"] is not None else None,
                   f"+{w['more_prompts']} prompts" if w["more_prompts"] is not None else None]
+        both = w.get("both")
+        if not any(routes) and both:  # neither alone: the two together
+            routes = [f"+{both['more_seeds']} seeds and +{both['more_prompts']} prompts"]
         return f"{w['on']} " + (" or ".join(r for r in routes if r) or "(see below)")
     more = f" +{w['more_seeds']}" if w["more_seeds"] is not None else " (see below)"
     return f"{w['on']}{more}"
 
 
+def _undecided_cell(w: dict | None) -> str:
+    """The recipe's form of waiting_cell: the seed-only count says what it counts."""
+    cell = waiting_cell(w)
+    if w and w.get("more_seeds") is not None and "more_prompts" not in w:
+        cell += " seeds"
+    return cell
+
+
 def _recipe(st: dict) -> list[str]:
     r = st["recipe"]
-    und = ", ".join(f"{u['arm']} ({waiting_cell(u.get('waiting_on'))} seeds)"
-                    if (u.get("waiting_on") or {}).get("more_seeds") is not None
-                    else f"{u['arm']} ({waiting_cell(u.get('waiting_on'))})"
-                    for u in r["undecided"])
+    und = ", ".join(f"{u['arm']} ({_undecided_cell(u.get('waiting_on'))})" for u in r["undecided"])
     return [*section("Recommended minimal recipe"),
             f"- Baseline plus: {', '.join(r['keep']) or 'nothing (no trick significantly improves)'}",
             f"- Safe to drop (shown to do nothing that matters): {', '.join(r['safe_to_drop']) or '-'}",

@@ -44,6 +44,7 @@ def records_table(records) -> pd.DataFrame:
                "prior": prior_of((r.config or {}).get("trick") or {}),
                "diagnostic_rules": ",".join(sorted({d["rule"] for d in r.diagnostics})),
                "wall_seconds": r.wall_seconds,
+               "prompt_pool": (r.prompts or {}).get("pool", math.nan),
                "machine_id": (r.machine or {}).get("numeric_id"),
                "machine": describe_machine(r.machine) if r.machine else None}
         row.update({k: (math.nan if v is None else v) for k, v in r.metrics.items()})

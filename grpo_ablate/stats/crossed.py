@@ -125,7 +125,7 @@ def crossed_test(d: np.ndarray, min_effect: float, scope: str = "task",
 
 def _least(var_at, lo: int, goal: float, max_n: int) -> int | None:
     """The smallest n >= lo with var_at(n) <= goal (var_at falls with n), or None."""
-    if var_at(max_n) > goal:
+    if lo > max_n or var_at(max_n) > goal:
         return None
     hi = max(lo, 1)
     while var_at(hi) > goal:
@@ -153,6 +153,27 @@ def prompts_for(parts: Components, target_se: float, seeds: int, max_n: int = 10
     at `seeds` seeds (None when the seed component alone is above it); at least one more."""
     return _least(lambda n: parts.variance("task", seeds=seeds, prompts=n), parts.prompts + 1,
                   target_se ** 2, max_n)
+
+
+def both_for(parts: Components, target_se: float, cost=None, span: int = 16,
+             max_prompts: int | None = None) -> tuple[int, int] | None:
+    """Seeds and prompts together, for when neither alone reaches `target_se`: over seeds from
+    the fewest that can (with enough prompts) to `span` times that (on a geometric grid), the
+    pair with the least `cost(seeds, prompts)` (default: seeds x prompts, the evaluations it
+    takes), with at most `max_prompts` prompts when the task holds no more."""
+    goal = target_se ** 2
+    if not goal > 0:
+        return None
+    # Enough prompts make the variance (seed + residual / P) / S + prompt / P close to
+    # seed / S: the fewest seeds that can is the first whose seed part is under the goal.
+    low = _least(lambda n: parts.seed / n, parts.seeds + 1, goal, 10 ** 7)
+    if low is None:
+        return None
+    cost = cost or (lambda s, p: s * p)
+    seeds = sorted({low, low + 1, low + 2, *(round(low * span ** (k / 24)) for k in range(25))})
+    pairs = [(s, prompts_for(parts, target_se, s, max_n=max_prompts or 10 ** 7)) for s in seeds]
+    found = [(s, p) for s, p in pairs if p is not None]
+    return min(found, key=lambda sp: cost(*sp)) if found else None
 
 
 def target_se(diff: float, level: float, power: float = 0.8) -> float:

@@ -292,8 +292,9 @@ def settle_waiting(arms: list[dict], s: Settings, comparisons: int,
 
 
 def run_costs(st: Stratum, arm: str, variance: dict | None) -> RunCosts | None:
-    """An arm's and its baseline's mean run wall seconds, and one held-out prompt's share of
-    a run's evaluation seconds (where the runs have per-prompt outcomes)."""
+    """An arm's and its baseline's mean run wall seconds, one held-out prompt's share of a
+    run's evaluation seconds (where the runs have per-prompt outcomes), and the fewest
+    held-out prompts their task's data holds (where the records say)."""
     sub = st.sub[st.sub["arm"].isin([arm, st.against_of(arm)])
                  & (st.sub["status"].to_numpy() != "failed")]
     if "wall_seconds" not in sub or not sub["wall_seconds"].notna().any():
@@ -301,7 +302,9 @@ def run_costs(st: Stratum, arm: str, variance: dict | None) -> RunCosts | None:
     per_prompt = None
     if variance and "budget/eval_seconds" in sub and sub["budget/eval_seconds"].notna().any():
         per_prompt = float(sub["budget/eval_seconds"].mean()) / variance["prompts"]
-    return RunCosts(float(sub["wall_seconds"].mean()), per_prompt)
+    pool = sub["prompt_pool"].min() if "prompt_pool" in sub else math.nan
+    return RunCosts(float(sub["wall_seconds"].mean()), per_prompt,
+                    int(pool) if pd.notna(pool) else None)
 
 
 # ---------------------------------------------------------------------------- the whole report

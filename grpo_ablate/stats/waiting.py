@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from scipy.stats import norm as NORMAL
 
 from grpo_ablate.runtime import duration
-from grpo_ablate.stats.crossed import Components, precision_for, prompts_for, target_se
+from grpo_ablate.stats.crossed import Components, both_for, precision_for, prompts_for, target_se
 from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.significance import first_n, power, tost_power
 
@@ -94,6 +94,7 @@ class RunCosts:
 
     run_seconds: float
     prompt_seconds: float | None
+    prompt_pool: int | None = None  # the held-out prompts the task's data holds; None: unknown
 
     def seeds(self, more: int) -> float:
         return 2 * more * self.run_seconds
@@ -111,9 +112,10 @@ def _crossed_waiting(entry: dict, on: str, min_effect: float, looks: list[tuple[
     approximation at the observed difference and variance components, at the looks in
     force: `looks` is [(seeds at the look, its level, where)], one entry for a fixed-n sweep
     (its seeds now), the later rungs for an adaptive plan (then the plan's last boundary)."""
-    v, diff, s, p = entry["variance"], entry["diff"], entry["variance"]["seeds"], entry["variance"]["prompts"]
-    parts = Components(seed=v["seed"], prompt=v["prompt"], residual=v["residual"], seeds=s,
-                       prompts=p, ms_seed=math.nan, ms_prompt=math.nan, ms_residual=math.nan)
+    v, diff = entry["variance"], entry["diff"]
+    parts = Components(seed=v["seed"], prompt=v["prompt"], residual=v["residual"],
+                       seeds=v["seeds"], prompts=v["prompts"], ms_seed=math.nan,
+                       ms_prompt=math.nan, ms_residual=math.nan)
 
     def goal(level: float) -> float:
         if on == "equivalence":  # each one-sided test at `level`, the margin's distance to go
@@ -121,28 +123,65 @@ def _crossed_waiting(entry: dict, on: str, min_effect: float, looks: list[tuple[
         return target_se(diff, level, POWER)
 
     # Seeds: the first look whose seeds suffice at these prompts, else past the last one.
-    seeds, level, where = next(((r, lv, w) for r, lv, w in looks
-                                if r > s and parts.variance("task", seeds=r) <= goal(lv) ** 2),
+    seeds, level, where = next(((r, lv, w) for r, lv, w in looks if r > parts.seeds
+                                and parts.variance("task", seeds=r) <= goal(lv) ** 2),
                                (precision_for(parts, goal(looks[-1][1]))[0], *looks[-1][1:]))
     at = looks[0][0]  # prompts: at the next look (a fixed-n sweep's seeds now)
+    pool = costs.prompt_pool if costs else None
     prompts = prompts_for(parts, goal(looks[0][1]), at)
-    more_s = None if seeds is None else seeds - s
-    more_p = None if prompts is None else prompts - p
+    out = _routes(parts, seeds, prompts if pool is None or (prompts or 0) <= pool else None,
+                  at, costs)
+    out["over_pool"] = prompts if prompts is not None and out["prompts"] is None else None
+    if out["seeds"] is None and out["prompts"] is None:
+        out["both"] = _both(parts, goal(level), costs)
+    return {"on": on, **out, "level": level,
+            "text": f"waiting on {WHAT[on]}: {_route_text(out, parts, at, pool)}, for 80% power at "
+                    f"the observed difference {diff:+.3g} (seed, prompt, residual variance "
+                    f"{v['seed']:.2g}, {v['prompt']:.2g}, {v['residual']:.2g}), {where}"}
+
+
+def _routes(parts: Components, seeds: int | None, prompts: int | None, at: int,
+            costs: RunCosts | None) -> dict:
+    """The two routes' sizes and prices, and which is cheaper where both are priced."""
+    more_s = None if seeds is None else seeds - parts.seeds
+    more_p = None if prompts is None else prompts - parts.prompts
     priced = (costs.seeds(more_s) if costs and more_s is not None else None,
               costs.prompts(more_p, at) if costs and more_p is not None else None)
-    routes = [f"+{more_s} seeds ({seeds} in all"
-              + (f"; {duration(priced[0])}" if priced[0] is not None else "") + ")"
-              if seeds is not None else "no number of seeds (the prompt component alone is too wide)",
-              f"+{more_p} held-out prompts ({prompts} in all" + (f" at {at} seeds" if at != s else "")
-              + (f"; {duration(priced[1])}, every run again" if priced[1] is not None else "") + ")"
-              if prompts is not None else "no number of prompts (the seed component alone is too wide)"]
     cheaper = None if None in priced else ("seeds" if priced[0] <= priced[1] else "prompts")
-    return {"on": on, "seeds": seeds, "more_seeds": more_s, "prompts": prompts,
-            "more_prompts": more_p, "level": level, "seeds_seconds": priced[0],
-            "prompts_seconds": priced[1], "cheaper": cheaper,
-            "text": f"waiting on {WHAT[on]}: {routes[0]}, or {routes[1]}, for 80% power at the "
-                    f"observed difference {diff:+.3g} (seed, prompt, residual variance "
-                    f"{v['seed']:.2g}, {v['prompt']:.2g}, {v['residual']:.2g}), {where}"}
+    return {"seeds": seeds, "more_seeds": more_s, "prompts": prompts, "more_prompts": more_p,
+            "seeds_seconds": priced[0], "prompts_seconds": priced[1], "cheaper": cheaper,
+            "both": None}
+
+
+def _route_text(w: dict, parts: Components, at: int, pool: int | None) -> str:
+    def cost(seconds: float | None, extra: str = "") -> str:
+        return f"; {duration(seconds)}{extra}" if seconds is not None else ""
+
+    if w["both"]:
+        b = w["both"]
+        return (f"neither alone: +{b['more_seeds']} seeds and +{b['more_prompts']} held-out "
+                f"prompts together ({b['seeds']} x {b['prompts']}{cost(b['seconds'])})")
+    seeds = f"+{w['more_seeds']} seeds ({w['seeds']} in all{cost(w['seeds_seconds'])})" \
+        if w["seeds"] is not None else "no number of seeds (the prompt component alone is too wide)"
+    prompts = (f"+{w['more_prompts']} held-out prompts ({w['prompts']} in all"
+               + (f" at {at} seeds" if at != parts.seeds else "")
+               + f"{cost(w['prompts_seconds'], ', every run again')})") \
+        if w["prompts"] is not None else \
+        f"not more prompts: {w['over_pool']} would be needed, the task holds {pool}" \
+        if w.get("over_pool") else "no number of prompts (the seed component alone is too wide)"
+    return f"{seeds}, or {prompts}"
+
+
+def _both(parts: Components, goal: float, costs: RunCosts | None) -> dict | None:
+    """The cheapest seeds x prompts together, priced as a new sweep of the pair at that size."""
+    price = (lambda s, p: costs.prompts(p - parts.prompts, s)) \
+        if costs and costs.prompt_seconds is not None else None
+    found = both_for(parts, goal, price, max_prompts=costs.prompt_pool if costs else None)
+    if found is None:
+        return None
+    s, p = found
+    return {"seeds": s, "prompts": p, "more_seeds": s - parts.seeds,
+            "more_prompts": p - parts.prompts, "seconds": price(s, p) if price else None}
 
 
 def _looks(n: int, design: Design) -> list[tuple[int, float, str]]:

@@ -106,8 +106,12 @@ class ArithmeticTask(Task):
     def __init__(self, cfg: dict) -> None:
         super().__init__(cfg)
         train, held_out = split_problems(cfg["max_operand"], cfg["eval_fraction"], cfg["split_seed"])
+        # More held-out problems would come out of the generated training split, unless a
+        # data file trains: then every generated problem could be held out.
+        self.held_out_pool = len(held_out)
         if cfg.get("data_file"):
             train = load_problems(cfg["data_file"])
+            self.held_out_pool = len(all_problems(cfg["max_operand"]))
         self.train_problems, self.eval_problems = train, held_out
 
     @classmethod
@@ -182,5 +186,6 @@ class ArithmeticTask(Task):
                     for c, p in zip(sampled, problems * sampled_k, strict=True)]
             out["sampled_accuracy"] = sum(hits) / len(hits)
         self.last_outcomes = prompt_outcomes([prompt_id(p.prompt) for p in problems],
-                                             [r == 1.0 for r in rewards], hits, rewards)
+                                             [r == 1.0 for r in rewards], hits, rewards,
+                                             self.held_out_pool)
         return out

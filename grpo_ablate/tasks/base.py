@@ -24,6 +24,7 @@ class Task:
 
     name = "task"
     last_outcomes: dict | None = None  # the last evaluation, per held-out prompt
+    held_out_pool: int | None = None  # how many prompts the task's data could hold out
 
     def __init__(self, cfg: dict) -> None:
         self.cfg = cfg
@@ -50,7 +51,7 @@ class TextTask(Task):
 
     def __init__(self, cfg: dict) -> None:
         super().__init__(cfg)
-        self.train, self.held_out = load_task_rows(
+        self.train, self.held_out, self.held_out_pool = load_task_rows(
             cfg["dataset"], list(self.fields_of(cfg)), lambda row: self.problem_in(cfg, row))
         self.conversational = False
 
@@ -156,7 +157,8 @@ class TextTask(Task):
             hits = [s == 1.0 for s in self.scores(sampled, rows * sampled_k)]
             out["sampled_accuracy"] = sum(hits) / len(hits)
         self.last_outcomes = prompt_outcomes([prompt_id(self.question(r)) for r in rows],
-                                             [s == 1.0 for s in scores], hits, rewards)
+                                             [s == 1.0 for s in scores], hits, rewards,
+                                             self.held_out_pool)
         return out
 
     def scores(self, completions: list[str], rows: list[dict]) -> list[float]:

@@ -89,8 +89,9 @@ def check_local(source: str, key: str, fields: list[str], row_check: RowCheck | 
 
 
 def load_rows(source: str, split: str, fields: list[str], key: str, subset: str | None = None,
-              limit: int | None = None, row_check: RowCheck | None = None) -> list[dict]:
-    """Rows of one split, as dicts holding at least `fields`."""
+              limit: int | None = None, row_check: RowCheck | None = None
+              ) -> tuple[list[dict], int]:
+    """Rows of one split, as dicts holding at least `fields`, and the split's size."""
     import datasets  # heavy: loaded where a run reads its data
 
     datasets.disable_progress_bars()  # the sweep shows its own progress
@@ -115,6 +116,7 @@ def load_rows(source: str, split: str, fields: list[str], key: str, subset: str 
                         f"{', '.join(ds.column_names)}")
     if len(ds) == 0:
         raise UserError(f"{key}={source}: split {split!r} is empty")
+    size = len(ds)
     if limit:
         ds = ds.select(range(min(limit, len(ds))))
     rows = [dict(r) for r in ds]
@@ -122,7 +124,7 @@ def load_rows(source: str, split: str, fields: list[str], key: str, subset: str 
         problem = row_check(row) if row_check else None
         if problem:
             raise UserError(f"{key}={source}: row {n}: {problem}")
-    return rows
+    return rows, size
 
 
 def same_split(data: dict) -> bool:
@@ -134,12 +136,14 @@ def same_split(data: dict) -> bool:
     return where("train") == where("eval")
 
 
-def load_task_rows(data: dict, fields: list[str],
-                   row_check: RowCheck | None = None) -> tuple[list[dict], list[dict]]:
-    """(train rows, held-out rows) of a task's dataset section."""
+def load_task_rows(data: dict, fields: list[str], row_check: RowCheck | None = None
+                   ) -> tuple[list[dict], list[dict], int]:
+    """(train rows, held-out rows, the held-out pool) of a task's dataset section. The pool is
+    how many prompts could be held out with the training rows as they are: the eval split's
+    size, or, when train and eval share one split, its rows less those that train."""
     common = dict(fields=fields, subset=data.get("subset"), row_check=row_check)
     if same_split(data):
-        rows = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval", **common)
+        rows, _ = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval", **common)
         n_eval = min(data.get("eval_size") or len(rows) // 2, len(rows) - 1)
         if n_eval < 1:
             raise UserError(f"task.dataset.eval={data['eval']}: {len(rows)} row(s) cannot be split "
@@ -147,9 +151,9 @@ def load_task_rows(data: dict, fields: list[str],
         train = rows[n_eval:]
         if data.get("train_size"):
             train = train[:data["train_size"]]
-        return train, rows[:n_eval]
-    train = load_rows(data["train"], data["train_split"], key="task.dataset.train",
-                      limit=data.get("train_size"), **common)
-    held_out = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval",
-                         limit=data.get("eval_size"), **common)
-    return train, held_out
+        return train, rows[:n_eval], len(rows) - len(train)
+    train, _ = load_rows(data["train"], data["train_split"], key="task.dataset.train",
+                         limit=data.get("train_size"), **common)
+    held_out, pool = load_rows(data["eval"], data["eval_split"], key="task.dataset.eval",
+                               limit=data.get("eval_size"), **common)
+    return train, held_out, pool

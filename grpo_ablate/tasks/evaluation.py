@@ -40,18 +40,20 @@ def evaluating(model, seed: int) -> Iterator[None]:
 
 
 def prompt_outcomes(ids: list[str], greedy: list[bool], sampled: list[bool] | None,
-                    rewards: list[float]) -> dict:
+                    rewards: list[float], pool: int | None = None) -> dict:
     """One held-out evaluation per prompt, columnwise (the record's `prompts`): its stable
     id, greedy correct (0/1), the share of its k samples that were correct (None when not
     sampled), and its greedy completion's reward. `sampled` holds the k samples of every
-    prompt in turn (prompts x k, the prompt list repeated k times)."""
+    prompt in turn (prompts x k, the prompt list repeated k times). `pool`: how many prompts
+    the task's data could hold out (with the training rows as they are), when it knows."""
     n = len(ids)
     shares = None
     if sampled is not None:
         k = len(sampled) // n
         shares = [sum(sampled[i + j * n] for j in range(k)) / k for i in range(n)]
-    return {"ids": list(ids), "greedy": [int(g) for g in greedy], "sampled": shares,
-            "reward": [float(r) for r in rewards]}
+    out = {"ids": list(ids), "greedy": [int(g) for g in greedy], "sampled": shares,
+           "reward": [float(r) for r in rewards]}
+    return out if pool is None else {**out, "pool": int(pool)}
 
 
 def prompt_id(text: str) -> str:
