@@ -184,6 +184,29 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def rank_processes(out: Path) -> list[int]:
+    """The rank processes (grpo_ablate.launch.distributed) alive for a run under `out`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            words = (proc / "cmdline").read_bytes().decode().split("\0")
+            spec = words[words.index("grpo_ablate.launch.distributed") + 1]
+            if str(out) in Path(spec).read_text():
+                found.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def no_rank_left(out: Path) -> None:
+    """torchrun starts the ranks in a session of their own: the kill of the run's group must
+    still end them (a rank left behind holds its GPU and writes into the resumed run)."""
+    deadline = time.time() + 15
+    while rank_processes(out) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not rank_processes(out), f"rank processes left running: {rank_processes(out)}"
+
+
 def kill_at(out: Path, overrides: tuple, pause: str, tmp: Path) -> None:
     marker = tmp / f"marker-{pause}"
     proc = run_process(out, *overrides, pause=pause, marker=marker)
@@ -193,6 +216,7 @@ def kill_at(out: Path, overrides: tuple, pause: str, tmp: Path) -> None:
         assert time.time() < deadline
         time.sleep(0.1)
     kill_group(proc)
+    no_rank_left(out)
 
 
 def finish(out: Path, overrides: tuple) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import yaml
 
 from grpo_ablate.config.paths import CONF_DIR
 
@@ -24,7 +24,8 @@ def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:
     files = {p.stem: p for p in sorted((CONF_DIR / "trick").glob("*.yaml"))}
     for folder in config_dirs or []:
         files.update({p.stem: p for p in sorted((Path(folder) / "trick").glob("*.yaml"))})
-    tricks = [OmegaConf.to_container(OmegaConf.load(p))["trick"] for p in files.values()]
+    # Plain YAML, not OmegaConf: the metadata is literal text, and a report reads every file.
+    tricks = [(yaml.safe_load(p.read_text()) or {}).get("trick") or {} for p in files.values()]
     tricks = [t for t in tricks if "id" in t]  # a former name's file holds only `called_as`
     return sorted(tricks, key=lambda t: (t["id"] != "baseline", t["family"], t["id"]))
 

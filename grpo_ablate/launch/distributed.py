@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -148,8 +149,24 @@ def first_error(work: Path, code: int) -> str:
 
 
 # ---------------------------------------------------------------------------- one process
+def die_with_launcher() -> None:
+    """A rank process ends when the launcher that started it does, however it ended: torchrun
+    starts the ranks in their own session, so a SIGKILL of the run's process group (a user's
+    kill, a timeout) would leave them training, holding their GPUs, and writing into the run
+    folder the resumed run now owns. Linux's parent-death signal; elsewhere nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the launcher died before the signal was armed
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
     """One of the N processes (started by `accelerate launch`)."""
+    die_with_launcher()
     spec_file, work = Path(argv[0]), Path(argv[1])
     data = json.loads(spec_file.read_text())
     spec = RunSpec(config=data["config"], run_id=data["run_id"])

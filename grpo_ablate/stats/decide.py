@@ -39,7 +39,7 @@ from grpo_ablate.stats.errors import ResultsError, SettingError
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
 from grpo_ablate.stats.significance import Comparison, mde
 from grpo_ablate.stats.stratum import Stratum, clean, compare, mean_std
-from grpo_ablate.stats.waiting import RunCosts, waiting_on
+from grpo_ablate.stats.waiting import DECIDED, RunCosts, waiting_on
 
 STABILITY_METRICS = ("kl_final", "kl_max", "entropy_ratio_final", "length_growth",
                      "grad_norm_max", "reward_volatility", "checkpoint_regret")
@@ -283,7 +283,9 @@ def settle_waiting(arms: list[dict], s: Settings, comparisons: int,
     """Each arm's `waiting_on` (None when decided) and the seeds it names: the one answer the
     table, report.json and the recipe give (stats/waiting.py); priced from `st`'s records."""
     for entry in arms:
-        costs = run_costs(st, entry["arm"], entry.get("variance")) if st is not None else None
+        # Priced only where there is a prompts route to weigh: an open arm under the task scope.
+        priced = st is not None and entry.get("variance") and entry["verdict"] not in DECIDED
+        costs = run_costs(st, entry["arm"], entry["variance"]) if priced else None
         w = waiting_on(entry, s.min_effect, s.alpha, comparisons,
                        design if entry.get("adaptive") else None, costs)
         entry["waiting_on"] = w
