@@ -41,11 +41,9 @@ def get_task(cfg: dict):
 def check_task_configs(sections: list[dict]) -> None:
     """Each distinct task section's own checks (its data files, its limits), before the first
     run trains: one line (UserError) for the first problem."""
-    seen: set[str] = set()
-    for cfg in sections:
-        if stable_hash(cfg) not in seen:
-            seen.add(stable_hash(cfg))
-            TASKS[cfg["name"]].check_config(cfg)
+    distinct = {stable_hash(cfg): cfg for cfg in sections}
+    for cfg in distinct.values():
+        TASKS[cfg["name"]].check_config(cfg)
 
 
 def policy_data_key(cfg: dict) -> dict:
