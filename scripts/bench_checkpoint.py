@@ -8,7 +8,9 @@ name=value lines:
     checkpoint_mib                     one checkpoint's size on disk
 
     python scripts/bench_checkpoint.py [--model tiny|smollm2-135m] [--steps 40] [--repeats 3]
-        [--warmup 1] [--only default,capped,every_step]
+        [--warmup 1] [--only default,capped,every_step] [--quick]
+
+`--quick`: the tiny policy, 4 steps, 1 repeat, no warm-up: the script runs (figures meaningless).
 
 The default interval (checkpoint.every_minutes=30) saves nothing in a run shorter than 30
 minutes, so its ratio measures the bookkeeping alone; the capped run (every_minutes tiny)
@@ -61,7 +63,10 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1, help="uncounted first rounds")
     ap.add_argument("--only", default=",".join(SETTINGS),
                     help="settings to run, of: " + ", ".join(SETTINGS) + " (none is always run)")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: the script runs")
     ns = ap.parse_args()
+    if ns.quick:
+        ns.model, ns.steps, ns.repeats, ns.warmup = "tiny", 4, 1, 0
     chosen = {"none", *ns.only.split(",")}
 
     from grpo_ablate.config import specs_for

@@ -5,7 +5,8 @@ of a finished demo (run once first when the folder holds none). Prints one
 `cli_seconds[<command>]=<s>` line each. Targets (issue #20): 1.5 s for --help and --cfg job,
 10 s for a re-run of a finished sweep or demo, figures included.
 
-Usage: python scripts/bench_cli.py [--repeats 3] [--demo-out DIR]"""
+Usage: python scripts/bench_cli.py [--repeats 3] [--demo-out DIR] [--quick]
+`--quick`: one repeat, 2 runs of the smoke sweep at 2 steps: the script runs (figures meaningless)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--demo-out", default=None, help="out_root of a demo (run first if missing)")
+    ap.add_argument("--quick", action="store_true", help="1 repeat, a 2-step sweep: the script runs")
     ns = ap.parse_args()
+    short = ["trick=baseline,kl_off", "seed=0", "trainer.max_steps=2", "eval.every_steps=0",
+             "run_cache=null"] if ns.quick else []
+    if ns.quick:
+        ns.repeats = 1
     with tempfile.TemporaryDirectory() as tmp:
-        cli("sweep", "sweep=smoke", f"out_root={tmp}")  # trains it once
+        cli("sweep", "sweep=smoke", f"out_root={tmp}", *short)  # trains it once
         commands = {"--version": ["--version"], "run --help": ["run", "--help"],
                     "sweep --help": ["sweep", "--help"],
                     "run --cfg job": ["run", "--cfg", "job", "trick=kl_off"],
-                    "finished sweep": ["sweep", "sweep=smoke", f"out_root={tmp}"]}
+                    "finished sweep": ["sweep", "sweep=smoke", f"out_root={tmp}", *short]}
         if ns.demo_out:
             if not os.path.isdir(os.path.join(ns.demo_out, "demo", "runs")):
                 cli("demo", f"out_root={ns.demo_out}")

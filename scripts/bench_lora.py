@@ -5,7 +5,9 @@ held-out evaluations, over its steps). Prints name=value lines:
     lora_peak_rss_ratio            peak RSS with LoRA / without
     lora_seconds_per_step_ratio    seconds per step with LoRA / without
 
-    python scripts/bench_lora.py [--model smollm2-135m] [--steps 4] [--repeats 1]
+    python scripts/bench_lora.py [--model smollm2-135m] [--steps 4] [--repeats 1] [--quick]
+
+`--quick`: the tiny policy (LoRA r=4 on its attention), 2 steps: the script runs.
 
 Each run is its own process (os.wait4 gives its peak RSS). The baseline keeps the review's
 KL penalty, so full fine-tuning holds a reference copy of the model and LoRA does not.
@@ -27,9 +29,17 @@ GSM8K = ["task=gsm8k", "task.dataset.train=fixture:math_train.jsonl",
          "task.dataset.eval_size=4", "eval.sampled_k=1"]
 
 
-def one_run(model: str, steps: int, out: Path) -> tuple[float, float]:
+# The tiny policy has no -lora preset: its adapter is given as the block a user would write.
+TINY_LORA = ["model.lora={r:4,alpha:8,dropout:0.0,target_modules:[q_proj,v_proj]}"]
+
+
+def one_run(model: str, lora: bool, steps: int, out: Path) -> tuple[float, float]:
     """(peak RSS in MiB, training seconds per step) of one run in its own process."""
-    cmd = [sys.executable, "-m", "grpo_ablate.cli", "run", f"model={model}", *GSM8K,
+    if model == "tiny":
+        chosen = ["model=tiny", *(TINY_LORA if lora else [])]
+    else:
+        chosen = [f"model={model}-lora" if lora else f"model={model}", *GSM8K]
+    cmd = [sys.executable, "-m", "grpo_ablate.cli", "run", *chosen,
            f"trainer.max_steps={steps}", "run_cache=null", f"out_root={out}"]
     env = {**os.environ, "WANDB_MODE": "disabled", "GRPO_ABLATE_START_EVAL_CACHE": "0"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -50,12 +60,16 @@ def main() -> None:
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="the tiny policy, 2 steps: the script runs")
     ns = p.parse_args()
+    if ns.quick:
+        ns.model, ns.steps = "tiny", 2
     rows = {"full": [], "lora": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(ns.repeats):
-            for name, model in (("full", ns.model), ("lora", f"{ns.model}-lora")):
-                rows[name].append(one_run(model, ns.steps, Path(tmp) / f"{name}{i}"))
+            for name in ("full", "lora"):
+                rows[name].append(one_run(ns.model, name == "lora", ns.steps,
+                                          Path(tmp) / f"{name}{i}"))
     rss = {k: max(r[0] for r in v) for k, v in rows.items()}
     sps = {k: statistics.median(r[1] for r in v) for k, v in rows.items()}
     print(f"full_peak_rss_mib={rss['full']:.0f}")

@@ -4,6 +4,7 @@ Alternates the two in one process (so machine noise hits both alike) and prints 
 median ratio of their training times as its last line: overhead_ratio=<ratio>.
 Target: <= 1.05.  Usage: python scripts/bench_overhead.py [--repeats 11] [--steps 40]
 [--override trainer.use_cpu=false --override trainer.bf16=true]  (the GPU check's form)
+`--quick`: 1 repeat of 2 steps, to check that the script runs (its figures mean nothing then).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--override", action="append", default=[],
                     help="a config override for all three, e.g. trainer.use_cpu=false (GPU check)")
+    ap.add_argument("--quick", action="store_true", help="1 repeat of 2 steps: the script runs")
     ns = ap.parse_args()
+    if ns.quick:
+        ns.repeats, ns.steps = 1, 2
 
     import transformers
     from datasets import Dataset
@@ -36,8 +40,7 @@ def main() -> None:
     from grpo_ablate.config import grpo_kwargs, specs_for
     from grpo_ablate.models import resolve_model_path
     from grpo_ablate.tasks import get_task
-    from grpo_ablate.training.train import train_one
-    from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
+    from grpo_ablate.training.train import build_trainer, train_one
 
     transformers.logging.set_verbosity_error()
     # Periodic evals are an extra grpo-ablate does on purpose; compare the training itself.
@@ -47,22 +50,23 @@ def main() -> None:
     path = resolve_model_path(spec.config, task)
     tok = AutoTokenizer.from_pretrained(path)
 
-    def trainer_only(cls, **hooks) -> float:
+    task.use_tokenizer(tok)
+
+    def timed_training(build) -> float:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()  # like train_one: building the trainer counts
-            t = cls(model=path, reward_funcs=task.reward,
-                    args=GRPOConfig(**grpo_kwargs(spec.config, tmp)),
-                    train_dataset=Dataset.from_list(task.train_rows()), processing_class=tok, **hooks)
+            t = build(tmp)
             t.remove_callback(PrinterCallback)  # train_one does the same: no per-step printing
             t.train()
             return time.perf_counter() - t0
 
     def bare() -> float:
-        return trainer_only(GRPOTrainer)
+        return timed_training(lambda tmp: GRPOTrainer(
+            model=path, reward_funcs=task.reward, args=GRPOConfig(**grpo_kwargs(spec.config, tmp)),
+            train_dataset=Dataset.from_list(task.train_rows()), processing_class=tok))
 
-    def hooked() -> float:  # grpo-ablate's trainer alone: no evals, callbacks or record
-        return trainer_only(AblationGRPOTrainer, hooks=spec.config["hooks"],
-                            faults=spec.config["faults"])
+    def hooked() -> float:  # grpo-ablate's trainer as a run builds it: no evals or record
+        return timed_training(lambda tmp: build_trainer(spec, path, tok, task, tmp, []))
 
     def ours() -> float:
         record, _ = train_one(spec)

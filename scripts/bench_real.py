@@ -7,7 +7,9 @@ apart: a user sets their size), over the steps; bare TRL's is its train() wall t
 trainer built inside the timing as a run builds it. Prints real_seconds_per_step_grpo_ablate=,
 real_seconds_per_step_trl=, real_eval_seconds=, and real_overhead_ratio= (target <= 1.05).
 
-Usage: python scripts/bench_real.py [--steps 3] [--repeats 2] [--trick baseline]"""
+Usage: python scripts/bench_real.py [--steps 3] [--repeats 2] [--trick baseline] [--quick]
+`--quick`: the tiny policy on its own task, 1 step, 1 repeat: the script's code runs without
+the real checkpoint (its figures then say nothing about SmolLM2)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--trick", default="baseline", help="baseline: beta 0.04, a reference model")
+    ap.add_argument("--quick", action="store_true", help="the tiny policy, 1 step: the script runs")
     ns = ap.parse_args()
+    if ns.quick:
+        ns.steps, ns.repeats = 1, 1
+    model = ["model=tiny"] if ns.quick else \
+        ["model=smollm2-135m", "task=gsm8k", "task.dataset.subset=null",
+         "task.dataset.train=fixture:math_train.jsonl",
+         "task.dataset.eval=fixture:math_test.jsonl", "task.dataset.eval_size=4"]
 
     from grpo_ablate.runtime import quiet_libraries
 
@@ -43,10 +52,7 @@ def main() -> None:
     from grpo_ablate.tasks import get_task
     from grpo_ablate.training.train import train_one
 
-    (spec,) = specs_for(["model=smollm2-135m", "task=gsm8k", "task.dataset.subset=null",
-                         "task.dataset.train=fixture:math_train.jsonl",
-                         "task.dataset.eval=fixture:math_test.jsonl", "task.dataset.eval_size=4",
-                         f"trainer.max_steps={ns.steps}", "eval.every_steps=0",
+    (spec,) = specs_for([*model, f"trainer.max_steps={ns.steps}", "eval.every_steps=0",
                          f"trick={ns.trick}", "run_cache=null"], multirun=False)
     task = get_task(spec.config["task"])
     path = resolve_model_path(spec.config, task)

@@ -2,7 +2,9 @@
 parallel through `grpo_ablate.sandbox.run_many`. Prints sandbox_per_second= (target >= 50
 on 2 cores), sandbox_correct=<passed programs>/64 and the isolation used.
 
-    python scripts/bench_sandbox.py [--n 64] [--workers N]
+    python scripts/bench_sandbox.py [--n 64] [--workers N] [--quick]
+
+`--quick`: 4 programs: the script runs (its rate means nothing then).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--quick", action="store_true", help="4 programs: the script runs")
     ns = ap.parse_args()
+    if ns.quick:
+        ns.n = 4
     jobs = [(f"def solve(x):\n    return x * {k} + {k}\n",
              "\n".join(f"assert solve({x}) == {x * k + k}" for x in (0, 1, 7)) + "\n")
             for k in range(ns.n)]

@@ -8,7 +8,7 @@ varies by about 4.2 points (the review: the same checkpoint differs by 3-5 point
 designs go through the same code as a real sweep (paired t per arm; Holm; for the ladder
 `take_look` with its spending boundaries).
 
-    python scripts/check_adaptive.py [--sims 2000]
+    python scripts/check_adaptive.py [--sims 2000] [--quick: 20 sweeps, the script runs]
 Prints: fwer_fixed=, fwer_adaptive=, fwer_global_null_*=, power_*, runs_*, and last
 runs_saved=<fraction>. Targets: FWER <= alpha within Monte-Carlo error, power within 0.05
 of fixed n, runs_saved >= 0.30.
@@ -57,7 +57,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="20 sweeps: the script runs")
     ns = ap.parse_args()
+    if ns.quick:
+        ns.sims = 20
     design = Design(arms=tuple(str(i) for i in range(len(EFFECTS))))
     n_max = design.rungs[-1]
     rng = np.random.default_rng(ns.seed)

@@ -13,6 +13,9 @@
    cost: the power on a planted homogeneous effect under both scopes.
 Prints fwer=, power_gap=, equiv_error=, false_no_effect=, task_fwer_<scope>_s<S>= and
 task_power_<scope>= and ends with calibration=ok or names the failure.
+
+    python scripts/check_calibration.py [--sims 400] [--task-sims 300] [--quick]
+`--quick`: a few studies per check, so the script runs; its verdict means nothing then.
 """
 
 from __future__ import annotations
@@ -82,7 +85,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", type=int, default=400)
     ap.add_argument("--task-sims", type=int, default=300, help="studies per task-scope setting")
+    ap.add_argument("--quick", action="store_true",
+                    help="a few studies per check: the script runs (its verdict means nothing)")
     ns = ap.parse_args()
+    if ns.quick:
+        ns.sims, ns.task_sims = 10, 4
     rng = np.random.default_rng(2026)
     alpha, failures = 0.05, []
 

@@ -6,7 +6,9 @@ that number fell inside the plan's range. Prints name=value lines:
     plan_per_run_seconds, plan_runs_null, plan_runs_min_effect, plan_runs_max, actual_runs,
     runs_in_range, predicted_seconds, actual_seconds, plan_error (predicted / actual - 1)
 
-    python scripts/check_plan.py [--sweep demo] [overrides...]
+    python scripts/check_plan.py [sweep=demo] [overrides...]
+    python scripts/check_plan.py --quick     the smoke sweep's 2 arms x 2 seeds at 2 steps:
+                                             the script runs (its error means little then)
 Target: |plan_error| <= 0.20 here. The starting checkpoint is built before the clock starts
 (`grpo-ablate fetch`), as the plan does not predict a first-use policy build.
 """
@@ -24,12 +26,22 @@ from grpo_ablate.launch.estimate import forecast, wall_seconds
 
 def main() -> None:
     args = sys.argv[1:]
+    if "--quick" in args:
+        args = [a for a in args if a != "--quick"] + [
+            "sweep=smoke", "trick=baseline,kl_off", "seed=range(0,2)", "trainer.max_steps=2",
+            "eval.every_steps=0", "run_cache=null"]
+    # `fetch` builds one run's starting checkpoint: a sweep's choices (a,b or range()) are not
+    # one run's values, so it gets the overrides that are.
+    one_run = [a for a in args if not a.startswith("sweep=") and "," not in a
+               and "range(" not in a]
     sweep = next((a.split("=", 1)[1] for a in args if a.startswith("sweep=")), "demo")
     rest = [a for a in args if not a.startswith("sweep=")]
     with tempfile.TemporaryDirectory(prefix="check-plan-") as tmp:
         overrides = [f"sweep={sweep}", "launcher=joblib", f"out_root={tmp}", *rest]
-        subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "fetch", *overrides[2:]],
-                       check=True, capture_output=True)
+        fetched = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "fetch",
+                                  f"out_root={tmp}", *one_run], capture_output=True, text=True)
+        if fetched.returncode != 0:
+            raise SystemExit(f"check_plan: fetch failed:\n{fetched.stderr[-2000:]}")
         f = forecast(overrides)
         t0 = time.perf_counter()
         res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", *overrides],

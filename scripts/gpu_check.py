@@ -7,13 +7,15 @@ and documents the whole check: docs/gpu.md). Each step prints `name=value` figur
     python scripts/gpu_check.py refusals              what one GPU must refuse; ZeRO configs
 
 `--rehearse` runs scale, sweep and refusals on a CPU at toy sizes: the same code paths, so a
-script error shows before a GPU machine is lent."""
+script error shows before a GPU machine is used (`bash scripts/gpu_check.sh --rehearse` runs
+every step of the check that way)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -206,8 +208,8 @@ def scale(rehearse: bool) -> int:
            f"{cfg['trainer']['max_completion_length']})")
     figure("gpu_seconds_per_step", f"{per_step:.1f}")
     figure("gpu_generation_share", f"{trainer.generation_seconds / sum(steps.times):.2f}")
-    if on_gpu:
-        figure("gpu_peak_memory_gib", f"{torch.cuda.max_memory_allocated() / 2**30:.1f}")
+    figure("gpu_peak_memory_gib", f"{torch.cuda.max_memory_allocated() / 2**30:.1f}" if on_gpu
+           else "skipped (no CUDA device: a rehearsal)")
     arms = 25  # the catalog's 24 tricks and the baseline
     hours = per_step * REVIEW_STEPS * arms * CATALOG_SEEDS / 3600
     figure("catalog_gpu_hours_1p5b", f"{hours:.0f} ({arms} arms x {CATALOG_SEEDS} seeds x "
@@ -224,6 +226,7 @@ def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 def sweep(rehearse: bool) -> int:
     out = Path(os.environ.get("GPU_CHECK_TMP", "/tmp")) / "gpu-sweep"
+    shutil.rmtree(out, ignore_errors=True)  # an earlier check's records would be reused
     device = ["trainer.use_cpu=true"] if rehearse else \
         ["trainer.use_cpu=false", "trainer.bf16=null", "launch.gpus_per_job=1"]
     t0 = time.perf_counter()

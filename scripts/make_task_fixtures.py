@@ -11,12 +11,18 @@ published dataset's exact schema:
 Rerun to regenerate:
 
     python scripts/make_task_fixtures.py
+    python scripts/make_task_fixtures.py --quick   writes them into a temporary folder and
+                                                   checks the committed files are what it writes
 """
 
 from __future__ import annotations
 
+import argparse
+import filecmp
 import json
 import random
+import sys
+import tempfile
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "grpo_ablate" / "tasks" / "fixtures"
@@ -143,31 +149,47 @@ def chat_rows(rng: random.Random, n: int) -> list[dict]:
     return rows
 
 
-def write(name: str, rows: list[dict]) -> None:
-    write_to(OUT / name, rows)
-
-
 def write_to(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def write_all(out: Path, published: Path) -> list[Path]:
+    """Every fixture file, written under `out` (the task fixtures) and `published`."""
+    out.mkdir(parents=True, exist_ok=True)
+    published.mkdir(parents=True, exist_ok=True)
     rng = random.Random(20261130)
-    write("math_train.jsonl", math_rows(rng, 240))
-    write("math_test.jsonl", math_rows(rng, 60))
-    write("chat_train.jsonl", chat_rows(rng, 40))
-    write("chat_test.jsonl", chat_rows(rng, 10))
+    files = {out / "math_train.jsonl": math_rows(rng, 240), out / "math_test.jsonl": math_rows(rng, 60),
+             out / "chat_train.jsonl": chat_rows(rng, 40), out / "chat_test.jsonl": chat_rows(rng, 10)}
     rows = code_rows()
-    write("code_train.jsonl", rows[:6])
-    write("code_test.jsonl", rows[6:])  # held out: functions the policy never trained on
-    PUBLISHED.mkdir(parents=True, exist_ok=True)
+    files[out / "code_train.jsonl"] = rows[:6]
+    files[out / "code_test.jsonl"] = rows[6:]  # held out: functions the policy never trained on
     full, sanitized = mbpp_rows()
-    write_to(PUBLISHED / "mbpp_full.jsonl", full)
-    write_to(PUBLISHED / "mbpp_sanitized.jsonl", sanitized)
-    write_to(PUBLISHED / "math500.jsonl", math500_rows())
-    write_to(PUBLISHED / "ultrafeedback.jsonl", ultrafeedback_rows(random.Random(7), 12))
+    files[published / "mbpp_full.jsonl"] = full
+    files[published / "mbpp_sanitized.jsonl"] = sanitized
+    files[published / "math500.jsonl"] = math500_rows()
+    files[published / "ultrafeedback.jsonl"] = ultrafeedback_rows(random.Random(7), 12)
+    for path, content in files.items():
+        write_to(path, content)
+    return list(files)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true",
+                    help="write into a temporary folder; check the committed files match")
+    if not ap.parse_args().quick:
+        write_all(OUT, PUBLISHED)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        written = write_all(Path(tmp) / "tasks", Path(tmp) / "published")
+        committed = [(OUT if p.parent.name == "tasks" else PUBLISHED) / p.name for p in written]
+        differ = [str(c) for w, c in zip(written, committed, strict=True)
+                  if not c.is_file() or not filecmp.cmp(w, c, shallow=False)]
+    print(f"fixtures_identical={len(written) - len(differ)}/{len(written)}")
+    for path in differ:
+        print(f"make_task_fixtures: {path} differs from what this script writes")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
