@@ -23,10 +23,10 @@ def flatten(d, prefix=""):
 
 
 def test_catalog_matches_design():
-    """The review's 24 arms and the 14 variants of 2025-26, one file each, every variant
+    """The review's 24 arms and the 15 variants of 2025-26, one file each, every variant
     with its paper and claim; the sweep files run exactly them."""
     tricks = load_catalog()
-    assert (len(CATALOG), len(VARIANTS)) == (24, 14)
+    assert (len(CATALOG), len(VARIANTS)) == (24, 15)
     assert all(t.get("claim") and t.get("source") for t in tricks if t.get("catalog") == "variants")
     assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == \
         {t["id"] for t in tricks} | set(former_names())

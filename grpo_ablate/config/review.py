@@ -12,6 +12,8 @@ REVIEW_RECIPE: dict[str, tuple[str, Any]] = {
     "trainer.temperature": ("1.0", lambda v: v == 1.0),
     "trainer.top_p": ("0.95", lambda v: v == 0.95),
     "trainer.beta": ("0.04", lambda v: v == 0.04),
+    "trainer.use_bias_correction_kl": ("the per-token k3 KL, not weighted by the importance ratio",
+                                       lambda v: v is False),
     "trainer.loss_type": ("the GRPO objective (TRL 'grpo')", lambda v: v == "grpo"),
     "trainer.lr_scheduler_type": ("constant", lambda v: v == "constant"),
     "trainer.max_grad_norm": ("1.0", lambda v: v == 1.0),
