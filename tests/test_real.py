@@ -62,7 +62,7 @@ def smollm2_sweep(smollm2, tmp_path_factory):
     out = tmp_path_factory.mktemp("smollm2-sweep")
     res = cli("sweep", "sweep=variants", "seed=0,1", "model=smollm2-135m", *GSM8K,
               "task.dataset.eval_size=2", "eval.sampled_k=1", "trainer.max_steps=1",
-              "trainer.max_completion_length=16", f"out_root={out}", "run_cache=null",
+              "trainer.max_completion_length=8", f"out_root={out}", "run_cache=null",
               "launcher=joblib", timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     return out / "variants"
@@ -87,8 +87,9 @@ def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2_sweep):
 def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path):
     res = cli("run", "model=smollm2-135m", "task=humaneval", f"task.dataset.train={humaneval_file}",
               f"task.dataset.eval={humaneval_file}", "task.dataset.eval_size=2",
-              "task.dataset.train_size=4", "trainer.max_completion_length=64",
-              "trainer.max_steps=1", "trick=kl_off", f"out_root={tmp_path}", "run_cache=null")
+              "task.dataset.train_size=4", "trainer.max_completion_length=48",
+              "eval.sampled_k=1", "trainer.max_steps=1", "trick=kl_off", f"out_root={tmp_path}",
+              "run_cache=null")
     assert res.returncode == 0, res.stderr[-3000:]
     record = only_record(tmp_path / "adhoc")
     assert record.status == "completed" and record.task == "code" and record.steps == 1

@@ -122,6 +122,9 @@ BAD = [
     (["run", "trainer.betta=0.1"], "trainer.betta=0.1: unknown key; did you mean trainer.beta?"),
     (["run", "+trainer.betta=0.1"], "trainer.betta=0.1: unknown key; did you mean trainer.beta?"),
     (["run", "trainer.beta=-0.04"], "trainer.beta=-0.04: must be a number >= 0"),
+    (["run", "trainer.vllm_importance_sampling_correction=true"],
+     "trainer.vllm_importance_sampling_correction=true: it corrects for vLLM's sampling and acts "
+     "only with trainer.use_vllm=true; allowed here: false"),
     (["run", "eval=3"], "eval=3: eval is a block of keys, not a value; allowed: eval.<key>"),
     (["run", "trainer=5"], "trainer=5: trainer is a block of keys, not a value"),
     (["run", "trick=group_size_4", "trainer.num_generations=1"],

@@ -22,7 +22,6 @@ QUICK = {
     "bench_checkpoint.py": ["--quick"],
     "bench_cli.py": ["--quick"],
     "bench_lora.py": ["--quick"],
-    "bench_overhead.py": ["--quick"],
     "bench_parallel.py": ["--quick"],
     "bench_real.py": ["--quick"],
     "bench_sandbox.py": ["--quick"],
@@ -33,11 +32,13 @@ QUICK = {
     "eval_share.py": [SMOKE],
     "draw_wandb_report.py": [f"{SMOKE}/wandb_report.json", "{tmp}/report.png"],
     "make_task_fixtures.py": ["--quick"],
-    "gpu_check.py": ["refusals", "--rehearse"],  # all its steps: gpu_check.sh --rehearse below
 }
 # Scripts another part of `make test` runs, and where.
 ELSEWHERE = {
     "gpu_check.sh": "test_the_gpu_check_rehearses_every_step_on_the_cpu (below)",
+    "gpu_check.py": "the GPU check's rehearsal (below): its scale, sweep and refusals steps",
+    "bench_overhead.py": "the GPU check's rehearsal (below): its overhead step, whose figures "
+                         "are checked against docs/figures.md there",
     "gpu_wheels.sh": "tests/test_gpu_check.py (downloads the wheelhouse, then --dry-run)",
     "slurm_local.sh": "the Makefile's test target, before pytest (the slurm tests use it)",
 }
@@ -122,7 +123,8 @@ def test_the_gpu_check_rehearses_every_step_on_the_cpu(tiny_policy, tmp_path):
     assert steps == ["install", "gpu_tests", "overhead", "scale", "sweep", "refusals"]
     assert re.search(r"^gpu_tests=.*skipped", figures, re.M)  # CUDA's tests, named as skipped
     assert "gpu_peak_memory_gib=skipped" in figures
-    names = gpu_md_figures()
+    names = gpu_md_figures() + sorted(cited_figures(ROOT / "docs" / "figures.md")
+                                      ["bench_overhead.py"])
     assert len(names) >= 15
     absent = [n for n in names
               if not re.search("^" + re.escape(n).replace(r"\*", "[a-z0-9_]+") + "=", figures, re.M)]

@@ -37,8 +37,13 @@ def _cuda_bf16() -> bool:
 
 
 def check_vllm(trainer: dict) -> None:
-    """vLLM is an optional extra and needs a CUDA device; nothing imports it unless it is on."""
+    """vLLM is an optional extra and needs a CUDA device; nothing imports it unless it is on.
+    TRL's correction for vLLM's sampling probabilities acts on vLLM's samples only."""
     if not trainer.get("use_vllm"):
+        if trainer.get("vllm_importance_sampling_correction"):
+            raise UserError("trainer.vllm_importance_sampling_correction=true: it corrects for "
+                            "vLLM's sampling and acts only with trainer.use_vllm=true; allowed "
+                            "here: false")
         return
     if trainer["use_cpu"]:
         raise UserError("trainer.use_vllm=true: vLLM generates on a CUDA device, and this run is "
