@@ -266,3 +266,60 @@ def test_a_prompts_route_beyond_what_the_task_holds_is_not_offered():
     assert short["prompts"] is None and short["more_prompts"] is None
     assert f"not more prompts: {needed} would be needed, the task holds {needed - 1}" in short["text"]
     assert short["seeds"] == free["seeds"]
+
+
+def long_rows(seeds: int = 4, prompts: int = 12) -> list[dict]:
+    """A small long table: the arm 0.05 above the baseline on every prompt, some noise."""
+    rng = np.random.default_rng(11)
+    return [{"arm": arm, "seed": s, "prompt": f"q{j}", "status": "completed",
+             "eval/accuracy": 0.5 + 0.02 * (j % 5) + (0.05 if arm == "x" else 0.0)
+             + rng.normal(0, 0.03)}
+            for arm in ("baseline", "x") for s in range(seeds) for j in range(prompts)]
+
+
+def report_rows(tmp_path, capsys, rows):
+    csv = tmp_path / "long.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    code = main(["report", str(csv), "--no-figures", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    if code != 0:
+        return code, err, None, None
+    out = tmp_path / "out"
+    return code, err, json.loads((out / "report.json").read_text()), (out / "report.md").read_text()
+
+
+def test_a_non_finite_per_prompt_cell_is_missing_with_a_note(tmp_path, capsys):
+    rows = long_rows()
+    rows[5]["eval/accuracy"] = float("inf")
+    code, err, rep, md = report_rows(tmp_path, capsys, rows)
+    assert code == 0, err
+    (arm,) = rep["strata"][0]["arms"]
+    assert arm["test"] == "crossed_t" and arm["variance"]["prompts"] == 11  # q5 left out
+    assert "1 non-finite per-prompt value" in md
+
+
+def test_a_failed_runs_prompts_stay_out_of_the_crossed_table(tmp_path, capsys):
+    rows = long_rows()
+    for row in rows:
+        if row["arm"] == "x" and row["seed"] == 3:
+            row["status"] = "failed"
+    code, err, rep, _ = report_rows(tmp_path, capsys, rows)
+    assert code == 0, err
+    (arm,) = rep["strata"][0]["arms"]
+    assert arm["n"] == 3 and arm["variance"]["seeds"] == 3
+
+
+def test_conflicting_duplicate_prompt_rows_are_refused_in_one_line(tmp_path, capsys):
+    rows = long_rows()
+    rows.append({**rows[7], "eval/accuracy": rows[7]["eval/accuracy"] + 0.5})
+    code, err, _, _ = report_rows(tmp_path, capsys, rows)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert "duplicate per-prompt rows with different results: arm=baseline seed=0 prompt=q7" \
+        in lines[0]
+    rows = long_rows()
+    rows.append(dict(rows[7]))  # an exact copy: kept once, with a note
+    code, err, rep, md = report_rows(tmp_path, capsys, rows)
+    assert code == 0, err
+    (arm,) = rep["strata"][0]["arms"]
+    assert arm["variance"]["prompts"] == 12 and "exact duplicate per-prompt row" in md

@@ -111,8 +111,9 @@ def load_results(paths: str | Path | list, with_prompts: bool = False):
     if len(paths) == 1 and not paths[0].is_dir():
         df, warnings = _load_csv(paths[0]), []
         if "prompt" in df.columns:
-            df["prompt"] = df["prompt"].map(str)
-            prompts, df = df, per_run_means(df)
+            long, warnings = checked_prompt_rows(df)
+            df = per_run_means(long)
+            prompts = long[long["status"] != "failed"].reset_index(drop=True)
     else:
         records, warnings = [], []
         for path in paths:
@@ -131,6 +132,40 @@ def load_results(paths: str | Path | list, with_prompts: bool = False):
         prompts = prompts if len(prompts) else None
     df, notes = _normalise(df)
     return (df, warnings + notes, prompts) if with_prompts else (df, warnings + notes)
+
+
+def checked_prompt_rows(long: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A long CSV's rows as the run means and the crossed test use them, and the notes: a
+    non-finite value is missing (as in the run table); an exact copy of a row is kept once;
+    two rows of one (model, task, arm, seed, prompt) with different values are refused, since
+    the run mean would count the prompt twice and the crossed table average them."""
+    long = long.copy()
+    long["prompt"] = long["prompt"].map(str)
+    notes = []
+    metrics = [c for c in long.columns if c not in ID_COLUMNS and c != "prompt"
+               and pd.api.types.is_float_dtype(long[c])]
+    bad = int((~np.isfinite(long[metrics].to_numpy())
+               & ~np.isnan(long[metrics].to_numpy())).sum()) if metrics else 0
+    if bad:
+        long[metrics] = long[metrics].where(np.isfinite(long[metrics].to_numpy()), np.nan)
+        notes.append(f"{bad} non-finite per-prompt value(s) treated as missing: each leaves its "
+                     "prompt out of that arm's crossed test")
+    key = ["model", "task", "arm", "seed", "prompt"]
+    dup = long.duplicated(key, keep=False)
+    if dup.any():
+        values = [c for c in long.columns if c not in key]
+        conflicts = [k for k, g in long[dup].groupby(key, sort=True)
+                     if len(g[values].astype(str).drop_duplicates()) > 1]
+        if conflicts:
+            names = "; ".join(f"arm={a} seed={s} prompt={q}" + ("" if (m, t) == ("-", "-")
+                                                                 else f" ({m}/{t})")
+                              for m, t, a, s, q in conflicts[:5])
+            raise UserError(f"duplicate per-prompt rows with different results: {names}; "
+                            "allowed: one row per (model, task, arm, seed, prompt)")
+        copies = int(long.duplicated(key).sum())
+        long = long.drop_duplicates(key, keep="first").reset_index(drop=True)
+        notes.append(f"{copies} exact duplicate per-prompt row(s) dropped, kept once")
+    return long, notes
 
 
 def _load_csv(path: Path) -> pd.DataFrame:
