@@ -11,10 +11,17 @@
    prompts per simulated study. The seed-only test ("on these prompts") finds the sample's
    effect more often as seeds grow; the crossed test holds alpha at every seed count. Its
    cost: the power on a planted homogeneous effect under both scopes.
-Prints fwer=, power_gap=, equiv_error=, false_no_effect=, task_fwer_<scope>_s<S>= and
-task_power_<scope>= and ends with calibration=ok or names the failure.
+5. The task scope at the catalog's 24 arms (Holm) under the global null, where seed noise
+   and per-prompt noise trade places: each regime (run sd, cell sd, per-prompt effect sd) at
+   3, 5 and 10 seeds, 16, 40 and 200 fresh prompts, continuous and 0/1 outcomes; the
+   family-wise error of both scopes with its Monte Carlo SE, and the power of each against
+   one arm 0.1 better on every prompt (the other 23 null).
+Prints fwer=, power_gap=, equiv_error=, false_no_effect=, task_fwer_<scope>_s<S>=,
+task_power_<scope>=, many_arms_fwer[...]= and many_arms_power[...]= lines, and ends with
+calibration=ok or names the failure.
 
-    python scripts/check_calibration.py [--sims 400] [--task-sims 300] [--quick]
+    python scripts/check_calibration.py [--sims 400] [--task-sims 300] [--arm-studies 300]
+        [--quick]
 `--quick`: a few studies per check, so the script runs; its verdict means nothing then.
 """
 
@@ -27,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablate.results.table import per_run_means
+from grpo_ablate.stats.correct import holm_adjust
+from grpo_ablate.stats.crossed import crossed_tests
 from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.significance import paired_power
 
@@ -81,15 +90,83 @@ def task_scope(sims: int, alpha: float, failures: list[str]) -> None:
         print(f"task_power_{scope}={rate:.3f} (a homogeneous +0.05 on every prompt, 10 seeds)")
 
 
+# (run sd, cell sd, per-prompt effect sd): seed noise comparable to the per-prompt noise
+# (the first two), and per-prompt noise dominating (the third). Binary outcomes draw 0/1 with
+# these probabilities (the cell noise is then the Bernoulli draw's).
+REGIMES = ((0.05, 0.10, 0.10), (0.05, 0.10, 0.05), (0.02, 0.15, 0.15))
+
+
+def arm_tables(rng, arms: int, seeds: int, prompts: int, run_sd: float, cell_sd: float,
+               effect_sd: float, binary: bool, shift: float) -> np.ndarray:
+    """arms x seeds x prompts paired differences against one shared baseline; fresh prompts,
+    fresh per-prompt arm effects (mean 0), each run its own offset; arm 0 shifted by `shift`."""
+    base = rng.uniform(0.35, 0.65, prompts)
+
+    def run(effect):
+        level = base + effect + rng.normal(0, run_sd, (seeds, 1))
+        if binary:
+            return (rng.random((seeds, prompts)) < np.clip(level, 0.01, 0.99)).astype(float)
+        return level + rng.normal(0, cell_sd, (seeds, prompts))
+
+    baseline = run(0.0)
+    effects = rng.normal(0, effect_sd, (arms, prompts))
+    effects[0] += shift
+    return np.stack([run(effects[k]) - baseline for k in range(arms)])
+
+
+def many_arms(rng, studies: int, arms: int, seeds: int, prompts: int, regime: tuple,
+              binary: bool, alpha: float, shift: float = 0.0) -> dict[str, float]:
+    """Per scope: the share of studies with any Holm rejection (shift 0: the family-wise
+    error), or with arm 0 rejected upwards (shift > 0: its power)."""
+    hits = {"task": 0, "prompts": 0}
+    for _ in range(studies):
+        tables = arm_tables(rng, arms, seeds, prompts, *regime, binary, shift)
+        for scope in hits:
+            tests = crossed_tests(tables, 0.01, scope)
+            adjusted = holm_adjust([t.p_value for t in tests])
+            if shift:
+                hits[scope] += bool(adjusted[0] < alpha and tests[0].ci_low > 0)
+            else:
+                hits[scope] += any(p < alpha for p in adjusted)
+    return {scope: n / studies for scope, n in hits.items()}
+
+
+def many_arms_check(studies: int, alpha: float, failures: list[str], arms: int = 24) -> None:
+    """The 24-arm grid: family-wise error per regime, seeds, prompts and outcome kind (a
+    task-scope rate over alpha + 2 Monte Carlo SEs is a failure), then power."""
+    mc = math.sqrt(alpha * (1 - alpha) / studies)
+    rng = np.random.default_rng(42)
+    for binary in (False, True):
+        kind = "binary" if binary else "continuous"
+        for r, regime in enumerate(REGIMES):
+            for seeds in (3, 5, 10):
+                for prompts in (16, 40, 200):
+                    rate = many_arms(rng, studies, arms, seeds, prompts, regime, binary, alpha)
+                    name = f"{kind},r{r + 1},s{seeds},p{prompts}"
+                    print(f"many_arms_fwer[{name}]=task {rate['task']:.3f} prompts "
+                          f"{rate['prompts']:.3f} (MC SE {mc:.3f}; run/cell/effect sd "
+                          f"{'/'.join(map(str, regime))})", flush=True)
+                    if rate["task"] > alpha + 2 * mc:
+                        failures.append(f"many_arms_fwer[{name}]")
+        for seeds, prompts in ((3, 40), (5, 40), (10, 40), (5, 200)):
+            power = many_arms(rng, studies, arms, seeds, prompts, REGIMES[0], binary, alpha,
+                              shift=0.1)
+            print(f"many_arms_power[{kind},r1,s{seeds},p{prompts}]=task {power['task']:.3f} "
+                  f"prompts {power['prompts']:.3f} (one arm +0.1 on every prompt, 23 null)",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", type=int, default=400)
     ap.add_argument("--task-sims", type=int, default=300, help="studies per task-scope setting")
     ap.add_argument("--quick", action="store_true",
                     help="a few studies per check: the script runs (its verdict means nothing)")
+    ap.add_argument("--arm-studies", type=int, default=300,
+                    help="studies per 24-arm task-scope setting")
     ns = ap.parse_args()
     if ns.quick:
-        ns.sims, ns.task_sims = 10, 4
+        ns.sims, ns.task_sims, ns.arm_studies = 10, 4, 1
     rng = np.random.default_rng(2026)
     alpha, failures = 0.05, []
 
@@ -146,6 +223,7 @@ def main() -> None:
     if false_no_effect > alpha + mc:
         failures.append("false_no_effect")
     task_scope(ns.task_sims, alpha, failures)
+    many_arms_check(ns.arm_studies, alpha, failures)
     print("calibration=ok" if not failures else f"calibration=failed: {', '.join(failures)}")
 
 

@@ -173,10 +173,11 @@ def test_an_open_arm_under_an_adaptive_plan_names_both_routes_at_its_next_look_a
     rng = np.random.default_rng(11)
     table = (0.03 + rng.normal(0, 0.02, (3, 1)) + rng.normal(0, 0.05, (1, 30))
              + rng.normal(0, 0.05, (3, 30)))
-    entry = open_entry(table)
+    entry = open_entry(table, min_effect=0.01)  # |diff| 0.04 > min-effect: not equivalence
     design = Design(rungs=(3, 6, 10), arms=("x", "y"), alpha=0.05)
     costs = RunCosts(run_seconds=100.0, prompt_seconds=0.5)
-    w = waiting_on(entry, 0.5, 0.05, 2, design, costs)
+    w = waiting_on(entry, 0.01, 0.05, 2, design, costs)
+    assert w["on"] == "either"  # the routes to an effect's confirmation (or its absence)
     v = entry["variance"]
     parts = Components(v["seed"], v["prompt"], v["residual"], 3, 30, math.nan, math.nan,
                        math.nan)
@@ -191,10 +192,10 @@ def test_an_open_arm_under_an_adaptive_plan_names_both_routes_at_its_next_look_a
     assert w["prompts_seconds"] == pytest.approx(2 * 6 * (100.0 + w["more_prompts"] * 0.5))
     assert w["cheaper"] == ("seeds" if w["seeds_seconds"] <= w["prompts_seconds"] else "prompts")
     # The same entry under a fixed-n sweep: the prompts at its own 3 seeds, at Holm's level.
-    fixed = waiting_on(entry, 0.5, 0.05, 2, None, costs)
+    fixed = waiting_on(entry, 0.01, 0.05, 2, None, costs)
     assert fixed["prompts"] == prompts_for(parts, target_se(entry["diff"], 0.025), 3)
     assert "at Holm's level alpha/2" in fixed["text"] and " at 3 seeds" not in fixed["text"]
-    assert waiting_on(entry, 0.5, 0.05, 2, None, None)["seeds_seconds"] is None
+    assert waiting_on(entry, 0.01, 0.05, 2, None, None)["seeds_seconds"] is None
 
 
 def test_the_routes_are_priced_from_the_pair_of_arms_runs():
@@ -256,13 +257,13 @@ def test_a_prompts_route_beyond_what_the_task_holds_is_not_offered():
     rng = np.random.default_rng(11)
     table = (0.03 + rng.normal(0, 0.02, (3, 1)) + rng.normal(0, 0.05, (1, 30))
              + rng.normal(0, 0.05, (3, 30)))
-    entry = open_entry(table)
-    free = waiting_on(entry, 0.5, 0.05, 8, None, RunCosts(100.0, 0.5))
+    entry = open_entry(table, min_effect=0.01)  # |diff| 0.04 > min-effect: not equivalence
+    free = waiting_on(entry, 0.01, 0.05, 8, None, RunCosts(100.0, 0.5))
     needed = free["prompts"]
     assert needed is not None and needed > 31
-    held = waiting_on(entry, 0.5, 0.05, 8, None, RunCosts(100.0, 0.5, prompt_pool=needed))
+    held = waiting_on(entry, 0.01, 0.05, 8, None, RunCosts(100.0, 0.5, prompt_pool=needed))
     assert held["prompts"] == needed
-    short = waiting_on(entry, 0.5, 0.05, 8, None, RunCosts(100.0, 0.5, prompt_pool=needed - 1))
+    short = waiting_on(entry, 0.01, 0.05, 8, None, RunCosts(100.0, 0.5, prompt_pool=needed - 1))
     assert short["prompts"] is None and short["more_prompts"] is None
     assert f"not more prompts: {needed} would be needed, the task holds {needed - 1}" in short["text"]
     assert short["seeds"] == free["seeds"]
@@ -323,3 +324,91 @@ def test_conflicting_duplicate_prompt_rows_are_refused_in_one_line(tmp_path, cap
     assert code == 0, err
     (arm,) = rep["strata"][0]["arms"]
     assert arm["variance"]["prompts"] == 12 and "exact duplicate per-prompt row" in md
+
+
+def test_an_arm_that_is_the_baseline_plus_a_constant_is_not_tested_in_either_scope(
+        tmp_path, capsys):
+    """Every cell 0.03 above the baseline's, up to the rounding of decimals: no spread, so the
+    task scope says what the prompts scope says (zero variance, not tested), with one note."""
+    rows = long_rows()
+    base = {(r["seed"], r["prompt"]): round(r["eval/accuracy"], 2) for r in rows
+            if r["arm"] == "baseline"}
+    for r in rows:
+        r["eval/accuracy"] = base[r["seed"], r["prompt"]] + (0.03 if r["arm"] == "x" else 0.0)
+    verdicts = []
+    for scope in ("task", "prompts"):
+        csv = tmp_path / "shift.csv"
+        pd.DataFrame(rows).to_csv(csv, index=False)
+        out = tmp_path / scope
+        assert main(["report", str(csv), "--no-figures", "--out", str(out), "--scope", scope]) == 0
+        capsys.readouterr()
+        (arm,) = json.loads((out / "report.json").read_text())["strata"][0]["arms"]
+        verdicts.append((arm["verdict"], arm["test"], arm["p_value"]))
+        assert sum("zero variance" in n for n in arm["notes"]) == 1, arm["notes"]
+    assert verdicts[0] == verdicts[1] and verdicts[0][0] != "improves" and verdicts[0][2] is None
+
+
+def test_with_too_few_shared_seeds_the_note_names_the_crossed_test_it_ran(tmp_path, capsys):
+    rows = [r for r in long_rows(seeds=6) if not (r["arm"] == "x" and r["seed"] < 2)
+            and not (r["arm"] == "baseline" and r["seed"] > 3)]  # shared: seeds 2 and 3
+    code, err, rep, _ = report_rows(tmp_path, capsys, rows)
+    assert code == 0, err
+    (arm,) = rep["strata"][0]["arms"]
+    assert arm["test"] == "crossed_t" and arm["variance"]["seeds"] == 2
+    assert not any("Welch's t-test on all runs" in n for n in arm["notes"]), arm["notes"]
+    assert any("the crossed test pairs the 2 seeds both arms have" in n for n in arm["notes"])
+
+
+def test_prompts_missing_from_a_run_are_counted_in_a_note(tmp_path, capsys):
+    rows = [r for r in long_rows() if not (r["arm"] == "x" and r["seed"] == 1
+                                           and r["prompt"] in ("q0", "q1", "q2"))]
+    code, err, rep, _ = report_rows(tmp_path, capsys, rows)
+    assert code == 0, err
+    (arm,) = rep["strata"][0]["arms"]
+    assert arm["variance"]["prompts"] == 9 and arm["variance"]["dropped_prompts"] == 3
+    assert any(n.startswith("3 held-out prompt(s) left out of the crossed test") for n in arm["notes"])
+
+
+def test_a_seed_component_below_zero_is_said_and_the_parts_add_up_to_the_se():
+    from grpo_ablate.stats.decide import variance_entry
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):  # no seed effect, large cell noise: MS_seed < MS_residual by chance
+        table = rng.normal(0, 0.1, (1, 20)) + rng.normal(0, 0.3, (4, 20))
+        x = crossed_test(table, 0.01)
+        if x.parts.ms_seed < x.parts.ms_residual and x.parts.prompt > 0:
+            break
+    else:
+        pytest.fail("no table with a truncated seed component")
+    v = variance_entry(x, "task")
+    assert v["seed"] == 0 and "below zero" in v["note"]
+    assert x.parts.variance("task") == pytest.approx(v["se_task_scope"] ** 2)  # the parts add up
+    assert v["prompt_share"] == pytest.approx(v["prompt"] / v["prompts"] / v["se_task_scope"] ** 2)
+
+
+def test_at_the_seed_components_boundary_the_task_se_is_statsmodels_reml():
+    """The boundary (a seed component estimated at or below 0): REML, fit by Nelder-Mead and
+    by Powell (statsmodels' default optimizer stops short there), gives the task scope's SE."""
+    smf = pytest.importorskip("statsmodels.formula.api")
+    rng = np.random.default_rng(3)
+    checked = 0
+    for _ in range(200):
+        d = 0.02 + rng.normal(0, 0.1, (1, 20)) + rng.normal(0, 0.3, (4, 20))
+        parts = components(d)
+        if not (parts.ms_seed < parts.ms_residual and parts.prompt > 0):
+            continue
+        s, p = d.shape
+        rows = pd.DataFrame([(i, j, d[i, j]) for i in range(s) for j in range(p)],
+                            columns=["seed", "prompt", "d"]).assign(group=1)
+        for method in ("nm", "powell"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = smf.mixedlm("d ~ 1", rows, groups="group", re_formula="0",
+                                  vc_formula={"seed": "0 + C(seed)", "prompt": "0 + C(prompt)"}
+                                  ).fit(reml=True, method=method)
+            assert crossed_test(d, 0.01, "task").se == pytest.approx(fit.bse["Intercept"],
+                                                                     rel=1e-3)
+        checked += 1
+        if checked == 3:
+            break
+    assert checked == 3

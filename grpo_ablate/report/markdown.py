@@ -173,7 +173,8 @@ def _variance(st: dict) -> list[str]:
                    f"{v['prompt']:.2g} | {v['residual']:.2g} | {_f(v['se_prompts_scope'])} | "
                    f"{_f(v['se_task_scope'])} | "
                    + ("-" if share is None else f"{share:.0%}") + " |")
-    return out
+    notes = [f"- {x['arm']}: {x['variance']['note']}" for x in arms if x["variance"].get("note")]
+    return out + ([""] + notes if notes else [])
 
 
 def section(title: str) -> list[str]:

@@ -37,7 +37,7 @@ from grpo_ablate.stats.correct import adjust
 from grpo_ablate.stats.crossed import CrossedTest, crossed_test, standard_error
 from grpo_ablate.stats.errors import ResultsError, SettingError
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
-from grpo_ablate.stats.significance import Comparison, mde
+from grpo_ablate.stats.significance import Comparison, is_zero_spread, mde
 from grpo_ablate.stats.stratum import Stratum, clean, compare, mean_std
 from grpo_ablate.stats.waiting import DECIDED, RunCosts, waiting_on
 
@@ -183,13 +183,18 @@ def crossed_for(prompts: pd.DataFrame, arm: str, other: str, metric: str, min_ef
 
     a, b = table(arm), table(other)
     seeds = a.index.intersection(b.index)
-    ids = a.columns.intersection(b.columns)
-    a, b = a.loc[seeds, ids], b.loc[seeds, ids]
+    ids = a.columns.union(b.columns)
+    a, b = a.reindex(index=seeds, columns=ids), b.reindex(index=seeds, columns=ids)
     keep = a.notna().all(axis=0) & b.notna().all(axis=0)
     d = (a.loc[:, keep] - b.loc[:, keep]).to_numpy(float)
     if d.shape[0] < 2 or d.shape[1] < 2:
         return None
-    return crossed_test(d, min_effect, scope)
+    # The same difference in every cell (up to rounding): no spread to test, and the seeds'
+    # comparison already says so; the relative rule is the seed path's.
+    if is_zero_spread(float(d.std()), a.loc[:, keep].to_numpy(float),
+                      b.loc[:, keep].to_numpy(float)):
+        return None
+    return replace(crossed_test(d, min_effect, scope), dropped_prompts=int((~keep).sum()))
 
 
 def with_crossed(c: Comparison, x: CrossedTest | None) -> Comparison:
@@ -199,12 +204,22 @@ def with_crossed(c: Comparison, x: CrossedTest | None) -> Comparison:
     if x is None or not x.se > 0:
         return c
     n = x.parts.seeds
+    # The seeds' note on their own test (Welch on all runs when too few seeds are shared)
+    # does not describe the crossed test, which pairs the seeds both arms have.
+    notes = [note for note in c.notes if not note.endswith("Welch's t-test on all runs")]
+    if c.test == "welch_t":
+        notes.append(f"seeds not matched: the crossed test pairs the {n} seeds both arms have "
+                     "(Welch's test on all runs is not used)")
+    notes.append(f"seeds and {x.parts.prompts} held-out prompts as chance (Satterthwaite df "
+                 f"{x.df:.1f}, and the paired t on per-seed means: the larger p)")
+    if x.dropped_prompts:
+        notes.append(f"{x.dropped_prompts} held-out prompt(s) left out of the crossed test: "
+                     "missing from some run of the pair")
     # Not exact any more: per-seed means can tie while the prompts each arm solves differ.
     return replace(c, test="crossed_t", n=n, n_base=n, exact=False, diff=x.diff, ci_low=x.ci_low,
                    ci_high=x.ci_high, p_value=x.p_value, tost_p=x.tost_p,
                    sd=x.se * math.sqrt(n), effect_size=x.diff / (x.se * math.sqrt(n)),
-                   notes=[*c.notes, f"seeds and {x.parts.prompts} held-out prompts as "
-                          f"chance (Satterthwaite df {x.df:.1f})"])
+                   notes=notes)
 
 
 def variance_entry(x: CrossedTest, scope: str) -> dict:
@@ -213,7 +228,11 @@ def variance_entry(x: CrossedTest, scope: str) -> dict:
     return {"seed": v.seed, "prompt": v.prompt, "residual": v.residual, "seeds": v.seeds,
             "prompts": v.prompts, "se_prompts_scope": math.sqrt(v.ms_seed / (v.seeds * v.prompts)),
             "se_task_scope": standard_error(v, "task")[0], "prompt_share": clean(v.prompt_share()),
-            "scope": scope}
+            "scope": scope, "dropped_prompts": x.dropped_prompts,
+            "note": ("the seed component came out below zero (MS_seed < MS_residual) and is "
+                     "set to 0, as REML sets it: the task-scope SE is then REML's, "
+                     "MS_prompt / (S P), which the components shown add up to")
+            if v.seed_truncated and v.prompt > 0 else None}
 
 
 def baseline_summary(st: Stratum, metric: str) -> dict:
