@@ -54,17 +54,23 @@ def only_record(folder):
     return read_record(path)
 
 
+SECOND_SEED = ("baseline", "reuse_2x", "loss_dr_grpo", "importance_sampling_sequence")
+
+
 @pytest.fixture(scope="session")
 def smollm2_sweep(smollm2, tmp_path_factory):
-    """Every 2025-26 variant on SmolLM2 with GSM8K-schema rows, 2 seeds of 1 step each, under
-    joblib, then the report: run once, read by the tests that need a real-checkpoint run or
-    sweep (the whole path on a real checkpoint and its chat template, not the learning)."""
+    """Every 2025-26 variant on SmolLM2 with GSM8K-schema rows, 1 step, under joblib: one
+    seed of every arm, then a second seed of the baseline and of an arm of each kind (one
+    compared with the baseline, one with reuse_2x, and reuse_2x itself), so the report has
+    pairs to compare; run once, read by the tests that need a real-checkpoint run or sweep
+    (the whole path on a real checkpoint and its chat template, not the learning)."""
     out = tmp_path_factory.mktemp("smollm2-sweep")
-    res = cli("sweep", "sweep=variants", "seed=0,1", "model=smollm2-135m", *GSM8K,
-              "task.dataset.eval_size=2", "eval.sampled_k=1", "trainer.max_steps=1",
-              "trainer.max_completion_length=8", f"out_root={out}", "run_cache=null",
-              "launcher=joblib", timeout=1200)
-    assert res.returncode == 0, res.stderr[-3000:]
+    common = ["model=smollm2-135m", *GSM8K, "task.dataset.eval_size=2", "eval.sampled_k=1",
+              "trainer.max_steps=1", "trainer.max_completion_length=8", f"out_root={out}",
+              "run_cache=null", "launcher=joblib"]
+    for choice in (["seed=0"], [f"trick={','.join(SECOND_SEED)}", "seed=1"]):
+        res = cli("sweep", "sweep=variants", *choice, *common, timeout=1200)
+        assert res.returncode == 0, res.stderr[-3000:]
     return out / "variants"
 
 
@@ -119,10 +125,10 @@ def test_a_lora_run_with_the_real_checkpoint(smollm2, tmp_path):
 
 
 def test_the_variants_sweep_with_the_real_checkpoint(smollm2_sweep):
-    """The shared sweep: 17 arms x 2 seeds completed, and the report compares each variant
-    with its `against` arm."""
+    """The shared sweep: every arm completed (17, and 4 second seeds), and the report lists
+    each variant against its `against` arm, with a test where both have 2 seeds."""
     records = [read_record(p) for p in smollm2_sweep.glob("runs/*/record.json")]
-    assert len(records) == 34 and all(r.status == "completed" for r in records), \
+    assert len(records) == 21 and all(r.status == "completed" for r in records), \
         [(r.arm, r.error) for r in records if r.status != "completed"]
     assert {r.model for r in records} == {"smollm2-135m"}
     report = json.loads((smollm2_sweep / "report.json").read_text())
@@ -131,4 +137,6 @@ def test_the_variants_sweep_with_the_real_checkpoint(smollm2_sweep):
     arms = {a["arm"]: a for a in stratum["arms"]}
     assert len(arms) == 16 and arms["importance_sampling_sequence"]["against"] == "reuse_2x"
     assert arms["loss_dr_grpo"]["against"] == "baseline"
+    for arm in ("loss_dr_grpo", "importance_sampling_sequence", "reuse_2x"):
+        assert arms[arm]["n"] == 2 and arms[arm]["diff"] is not None, arms[arm]
     assert (smollm2_sweep / "report.md").is_file()
