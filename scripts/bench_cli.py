@@ -2,7 +2,7 @@
 --repeats runs): --version, run --help, sweep --help, run --cfg job, and the re-run of a
 finished sweep (sweep=smoke, trained once first in a temporary folder) and, with --demo-out,
 of a finished demo (run once first when the folder holds none). Prints one
-`cli_seconds[<command>]=<s>` line each. Targets (issue #20): 1.5 s for --help and --cfg job,
+`cli_seconds[<command>]=<s>` line each. Targets: 1.5 s for --help and --cfg job,
 10 s for a re-run of a finished sweep or demo, figures included.
 
 Usage: python scripts/bench_cli.py [--repeats 3] [--demo-out DIR] [--quick]

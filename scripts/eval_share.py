@@ -1,5 +1,5 @@
 """The share of a finished sweep's run wall time spent in held-out evaluations, from its
-records (`cost.eval_seconds` / `wall_seconds`). Issue #20's target: at most 5% of a demo
+records (`cost.eval_seconds` / `wall_seconds`). The target: at most 5% of a demo
 run's wall time. Prints `eval_share=` (all runs' evaluation seconds over all runs' wall),
 `eval_share_median=` (per run), and the same for the runs that evaluate once at the start
 (from the cache), at the middle and at the end with one policy at the eval temperature, so

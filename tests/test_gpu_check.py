@@ -1,4 +1,4 @@
-"""The GPU check prepared on a CPU machine (issue #18): `scripts/gpu_check.sh --dry-run` lists
+"""The GPU check prepared on a CPU machine: `scripts/gpu_check.sh --dry-run` lists
 every step and checks the wheels it would install on the GPU machine against the list and
 pyproject's pins: exit 0 with them all, exit 1 with one line naming what is wrong. The wheels
 are downloaded for CPython 3.12 / manylinux by scripts/gpu_wheels.sh, as a user does."""
