@@ -1,4 +1,4 @@
-"""Each task on data as its publishers ship it (issue #17): fixture rows in the exact
+"""Each task on data as its publishers ship it: fixture rows in the exact
 published schemas (tests/fixtures/published/, grpo_ablate/tasks/fixtures/), the public
 scoring contracts, code from chat answers, the reward model reading the conversation in its
 own chat template, and bad rows refused with one line before anything trains."""

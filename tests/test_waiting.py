@@ -1,4 +1,4 @@
-"""What each open verdict is waiting on (issue #21): one number per open arm, the same in the
+"""What each open verdict is waiting on: one number per open arm, the same in the
 verdict table, report.json and the recipe, checked against power computed here by numerical
 integration written independently of grpo_ablate.stats."""
 
