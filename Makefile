@@ -23,6 +23,10 @@ $(DEV_STAMP): $(RUN_STAMP)
 demo: $(RUN_STAMP)
 	WANDB_MODE=offline .venv/bin/grpo-ablate demo
 
+# One pytest worker per core this process may use (at most 4): the tests that train are mostly
+# single-threaded Python, and the Slurm and kill tests mostly wait. TEST_WORKERS=1: one worker.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 4 ? 4 : n )))
+
 # The slurm tests run against a one-machine Slurm that scripts/slurm_local.sh sets up (root
 # and apt needed); where it cannot, they are skipped and the summary says so. SLURM=0: skip.
 test: $(DEV_STAMP)
@@ -30,7 +34,8 @@ test: $(DEV_STAMP)
 	.venv/bin/lint-imports --no-cache   # the layers of docs/architecture.md: imports go down only
 	@if [ "$${SLURM:-1}" = 1 ]; then bash scripts/slurm_local.sh \
 	    || echo "make test: no Slurm on this machine (see above): the slurm tests will be skipped"; fi
-	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q --durations=12
+	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q --durations=12 \
+	    -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(DEV_STAMP)
 	.venv/bin/ruff check .

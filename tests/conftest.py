@@ -1,9 +1,38 @@
+import fcntl
 import os
 
 import pytest
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+# Under pytest-xdist (`make test` runs one worker per core) each worker's runs take their share
+# of the cores, as a parallel launcher's workers do; a test or launcher that sets its own wins.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("GRPO_ABLATE_THREADS", str(max(
+        1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first: a worker that takes the last long test would otherwise run it alone
+    after the others have finished (xdist hands out tests in collection order)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_shared(request, tmp_path_factory):
+    """A test marked `alone` (it counts processes machine-wide) runs while no other worker's
+    test does: it takes an exclusive lock that every other test takes shared."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    alone = request.node.get_closest_marker("alone") is not None
+    with open(tmp_path_factory.getbasetemp().parent / "alone.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

@@ -125,6 +125,16 @@ BAD = [
     (["run", "trainer.vllm_importance_sampling_correction=true"],
      "trainer.vllm_importance_sampling_correction=true: it corrects for vLLM's sampling and acts "
      "only with trainer.use_vllm=true; allowed here: false"),
+    # Settings a checkpoint cannot resume exactly, refused while checkpoints are on (the default)
+    (["run", "trainer.sync_ref_model=true"], "trainer.sync_ref_model=true with checkpoints on: "
+     "the synced reference model is not in a checkpoint; allowed: false, or no checkpoints"),
+    (["run", "+trainer.save_only_model=true"], "trainer.save_only_model=true with checkpoints on"),
+    (["run", "+trainer.ignore_data_skip=true", "checkpoint.every_minutes=null",
+      "checkpoint.every_steps=2"], "trainer.ignore_data_skip=true with checkpoints on: a resumed "
+     "run would train on other batches"),
+    (["run", "recipe.micro_groups=2", "trainer.steps_per_generation=3"],
+     "trainer.steps_per_generation=3 with checkpoints "
+     "on: not a multiple of trainer.gradient_accumulation_steps=2"),
     (["run", "eval=3"], "eval=3: eval is a block of keys, not a value; allowed: eval.<key>"),
     (["run", "trainer=5"], "trainer=5: trainer is a block of keys, not a value"),
     (["run", "trick=group_size_4", "trainer.num_generations=1"],

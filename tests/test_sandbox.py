@@ -113,6 +113,7 @@ def listener():
 
 
 @pytest.mark.slow  # 15 programs, most of them running to the timeout
+@pytest.mark.alone  # it counts every harness process on the machine
 def test_adversarial_programs_score_zero_and_leave_nothing_behind(tmp_path, listener,
                                                                   monkeypatch):
     if isolation_available() != "bwrap":
@@ -153,6 +154,7 @@ FALLBACK_GUARANTEES = ("infinite_loop", "fork_bomb", "memory_hog", "huge_stdout"
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_unshare_fallback_keeps_its_documented_guarantees(tmp_path, listener, monkeypatch):
     """Without bubblewrap: new user, network and PID namespaces plus the limits. The root
     and /tmp are not private there (docs/tasks.md says so), so those attacks are left out."""

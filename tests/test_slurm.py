@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow,
+              pytest.mark.xdist_group("slurm")]  # one sweep at a time on the one-node cluster
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 # Time limits under 5 minutes get jobs killed at start by submitit's early-warning signal.

@@ -102,6 +102,33 @@ def check_relations(data: dict) -> None:
                         "both fractions of training in [0, 1]")
 
 
+# Trainer settings a checkpoint cannot resume exactly: what it would leave out or skip.
+NOT_RESUMABLE = {
+    "sync_ref_model": "the synced reference model is not in a checkpoint",
+    "save_only_model": "a checkpoint would hold no optimizer, scheduler or RNG state",
+    "ignore_data_skip": "a resumed run would train on other batches",
+}
+CHECKPOINTS_OFF = "checkpoint.every_steps=null checkpoint.every_minutes=null"
+
+
+def check_resumable(data: dict) -> None:
+    """While checkpoints are on, every setting must resume to the uninterrupted record;
+    one that cannot is refused, with the way to run it without checkpoints."""
+    ckpt, tr = data["checkpoint"], data["trainer"]
+    if ckpt["every_steps"] is None and ckpt["every_minutes"] is None:
+        return
+    for key, why in NOT_RESUMABLE.items():
+        if tr.get(key):
+            raise UserError(f"trainer.{key}=true with checkpoints on: {why}; allowed: false, "
+                            f"or no checkpoints ({CHECKPOINTS_OFF})")
+    spg, accumulation = tr.get("steps_per_generation") or 1, tr["gradient_accumulation_steps"]
+    if spg % accumulation:
+        raise UserError(f"trainer.steps_per_generation={spg} with checkpoints on: not a multiple "
+                        f"of trainer.gradient_accumulation_steps={accumulation}, so a save could "
+                        "fall inside a generation's batches; allowed: a multiple of it, or no "
+                        f"checkpoints ({CHECKPOINTS_OFF})")
+
+
 def check_launch(data: dict) -> None:
     """A run on several processes: DeepSpeed where its config asks for it, a GPU per process,
     and EMA only where every process holds whole parameters."""

@@ -31,6 +31,7 @@ from grpo_ablate.config.checks import (
     check_lora,
     check_paths,
     check_relations,
+    check_resumable,
     check_vllm,
     resolve_device,
 )
@@ -105,6 +106,7 @@ def check_resolved(data: dict) -> None:
     check_vllm(data["trainer"])
     check_lora(data["model"])
     check_relations(data)
+    check_resumable(data)
     check_launch(data)
     check_paths(data)
 

@@ -62,6 +62,9 @@ class DivergenceGuard(TrainerCallback):
         if reason:
             self.state.guard_reason = reason
             control.should_training_stop = True
+            # The checkpoint schedule asked for this step's save before this log was read: a
+            # checkpoint of a stopped run would resume into training on.
+            control.should_save = False
 
 
 class EvalCallback(TrainerCallback):

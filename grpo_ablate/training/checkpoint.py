@@ -9,7 +9,9 @@ into place, so a checkpoint is whole or absent, and the previous one is removed 
 
 Saves happen only at generation boundaries (where TRL's buffered completions are used up):
 TRL regenerates its buffer after a resume, so a save inside a `steps_per_generation x
-num_iterations` cycle could not resume bit for bit (docs/failures.md).
+num_iterations` cycle could not resume bit for bit (docs/failures.md). They happen only at
+logged steps too (`trainer.logging_steps`): what is averaged into the next log row is not
+in a checkpoint.
 """
 
 from __future__ import annotations
@@ -92,8 +94,10 @@ class CheckpointSchedule(TrainerCallback):
     def enabled(self) -> bool:
         return self.every_steps is not None or self.every_minutes is not None
 
-    def at_boundary(self, step: int) -> bool:
-        return (step * self.accumulation) % self.cycle == 0
+    def at_boundary(self, step: int, logging_steps: int = 1) -> bool:
+        """A generation boundary that is also a logged step: the Trainer's loss since the last
+        log and TRL's metrics are not in a checkpoint, and right after a log both are empty."""
+        return (step * self.accumulation) % self.cycle == 0 and step % max(1, logging_steps) == 0
 
     def due(self, step: int, now: float) -> bool:
         return self.due_by_steps(step) or self.due_by_time(now)
@@ -113,7 +117,7 @@ class CheckpointSchedule(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
         if not self.enabled or step >= state.max_steps or control.should_training_stop \
-                or not self.at_boundary(step):
+                or not self.at_boundary(step, getattr(state, "logging_steps", 1)):
             return
         # Steps are the same on every process; clocks are not, so the first one's decides.
         if self.due_by_steps(step) or (self.every_minutes is not None
