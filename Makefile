@@ -35,7 +35,7 @@ test: $(DEV_STAMP)
 	@if [ "$${SLURM:-1}" = 1 ]; then bash scripts/slurm_local.sh \
 	    || echo "make test: no Slurm on this machine (see above): the slurm tests will be skipped"; fi
 	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q --durations=12 \
-	    -n $(TEST_WORKERS) --dist loadgroup
+	    -n $(TEST_WORKERS)
 
 lint: $(DEV_STAMP)
 	.venv/bin/ruff check .

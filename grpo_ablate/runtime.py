@@ -15,6 +15,7 @@ import io
 import json
 import os
 import platform
+import subprocess
 import sys
 import threading
 import warnings
@@ -197,3 +198,17 @@ def wandb_run_id(run_id: str, sweep_dir: str) -> str:
     when synced); the run's identity (run_id) stays what it is and is in the config and name."""
     where = str(Path(sweep_dir).resolve())
     return f"{run_id}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
+
+
+@cache
+def git_sha() -> str | None:
+    """The checkout's commit; None for an installed wheel (no .git beside the package)."""
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -12,6 +12,26 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
         1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 
+# Modules whose tests share an expensive module- or session-scoped fixture (the SmolLM2 runs,
+# the variants' fixed batch, the GPU check's rehearsal, the wheel's venv) or one resource (the
+# one-node Slurm): each goes whole to one pytest-xdist worker, which builds the fixture once.
+ONE_WORKER = ("test_real", "test_variants", "test_gpu_check", "test_wheel", "test_slurm")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load scheduling, each test on its own, except ONE_WORKER's modules, whole.
+    (xdist's own `--dist loadgroup` marks do not group under pytest 9.2's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module.rsplit("/", 1)[-1].removesuffix(".py") in ONE_WORKER \
+                else nodeid
+
+    return SharedFixtureScheduling(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Slow tests first: a worker that takes the last long test would otherwise run it alone

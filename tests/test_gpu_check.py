@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gpu_check")]  # one rehearsal
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,7 @@ from grpo_ablate.config import specs_for
 from grpo_ablate.models.packaged import FetchError, ensure_packaged_model
 from grpo_ablate.records import read_record
 
-pytestmark = [pytest.mark.real, pytest.mark.slow,
-              pytest.mark.xdist_group("smollm2")]  # one worker builds the shared runs
+pytestmark = [pytest.mark.real, pytest.mark.slow]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 GSM8K = ["task=gsm8k", "task.dataset.train=fixture:math_train.jsonl",
          "task.dataset.eval=fixture:math_test.jsonl", "task.dataset.subset=null"]

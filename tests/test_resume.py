@@ -17,7 +17,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grpo_ablate.training.checkpoint import MANIFEST, CheckpointSchedule, RunCheckpoints, identity
+from grpo_ablate.training import checkpoint as checkpoint_module
+from grpo_ablate.training.checkpoint import (
+    MANIFEST,
+    CheckpointSchedule,
+    RunCheckpoints,
+    identity,
+    resume_lines,
+)
 from grpo_ablate.training.run_state import RunState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +33,9 @@ for var in ("GRPO_ABLATE_PAUSE_AT", "GRPO_ABLATE_PAUSE_MARKER"):
     ENV.pop(var, None)
 STEPS = ["trainer.max_steps=8", "eval.every_steps=3", "checkpoint.every_steps=1", "run_cache=null"]
 # What an interruption may change in a record: wall times, and the lines that say it happened.
-UNEQUAL = ("wall_seconds", "checksum", "notes", "resumed_from", "sweep")
+UNEQUAL = ("wall_seconds", "checksum", "resumed_from", "sweep")
+INTERRUPTION_NOTES = ("interrupted ", "checkpoint step-", "resumed from step-",
+                      "start-of-run evaluation reused")  # which run filled the shared cache first
 
 
 # ---------------------------------------------------------------------------- quick: the parts
@@ -69,14 +78,19 @@ def test_a_time_based_save_waits_until_saving_costs_at_most_its_share():
     assert not off.enabled
 
 
-def fake_checkpoint(root: Path, step: int, ident: dict) -> Path:
+def fake_checkpoint(root: Path, step: int, ident: dict, **state_fields) -> Path:
     folder = root / "checkpoints" / ".incoming" / f"checkpoint-{step}"
     folder.mkdir(parents=True)
     (folder / "model.safetensors").write_bytes(os.urandom(1000))
-    state = RunState(history=[{"step": step, "loss": 0.5}], notes=["kept"])
+    state = RunState(history=[{"step": step, "loss": 0.5}], notes=["kept"], **state_fields)
     state.activity["clip_changed"] = step
     RunCheckpoints.write_rank_state(folder, 0, state)
-    return RunCheckpoints(root, ident, keep_last=2).commit(folder, step, 0.01)
+    return RunCheckpoints(root, ident, keep_last=3).commit(folder, step, 0.01)
+
+
+def folders(run_dir: Path) -> list[str]:
+    """What a run's checkpoints folder holds beside the Trainer's (empty) incoming one."""
+    return sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.name != ".incoming")
 
 
 def test_the_newest_whole_checkpoint_of_this_run_is_the_one_resumed(tmp_path):
@@ -84,29 +98,133 @@ def test_the_newest_whole_checkpoint_of_this_run_is_the_one_resumed(tmp_path):
     for step in (2, 4, 6):
         fake_checkpoint(tmp_path, step, ident)
     ckpts = RunCheckpoints(tmp_path, ident, keep_last=2)
-    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-4", "step-6"]
-    path, refused = ckpts.latest()
-    assert path.name == "step-6" and refused is None
-    state = ckpts.load_state(path, 0)
+    ckpts.prune()
+    assert folders(tmp_path) == ["step-4", "step-6"]
+    path, state, passed_over = ckpts.resumable(0)
+    assert path.name == "step-6" and passed_over == []
     assert state.history == [{"step": 6, "loss": 0.5}] and state.activity["clip_changed"] == 6
 
-    # Damaged: a truncated file, then a manifest edited by hand. Each is refused, not loaded.
-    (path / "model.safetensors").write_bytes(b"short")
-    path, refused = ckpts.latest()
-    assert path.name == "step-4" and "model.safetensors missing or truncated" in refused
-    manifest = json.loads((path / MANIFEST).read_text())
-    manifest["step"] = 40
-    (path / MANIFEST).write_text(json.dumps(manifest))
-    path, refused = ckpts.latest()
-    assert path is None and "refused" in refused
+
+DAMAGE = {
+    "a truncated file": lambda p: (p / "model.safetensors").write_bytes(b"short"),
+    "a file changed in place": lambda p: (p / "model.safetensors").write_bytes(os.urandom(1000)),
+    "an unreadable run state": lambda p: (p / "grpo_ablate_rank0.pt").write_bytes(
+        b"x" * (p / "grpo_ablate_rank0.pt").stat().st_size),
+    "a manifest edited by hand": lambda p: (p / MANIFEST).write_text(
+        (p / MANIFEST).read_text().replace('"step": 6', '"step": 60')),
+    "no manifest": lambda p: (p / MANIFEST).unlink(),
+}
 
 
-@pytest.mark.parametrize("field,other", [("run_id", "another-run"), ("processes", 2),
-                                         ("versions", {"trl": "0.0.1"})])
-def test_a_checkpoint_of_another_run_or_version_is_refused(tmp_path, field, other):
-    fake_checkpoint(tmp_path, 3, {**identity("abc", 1), field: other})
-    path, refused = RunCheckpoints(tmp_path, identity("abc", 1), keep_last=1).latest()
-    assert path is None and refused.startswith("checkpoint step-3 refused (" + field)
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_checkpoint_is_set_aside_and_the_previous_one_resumed(tmp_path, damage):
+    ident = identity("abc", 1)
+    for step in (4, 6):
+        fake_checkpoint(tmp_path, step, ident)
+    DAMAGE[damage](tmp_path / "checkpoints" / "step-6")
+    path, state, passed_over = RunCheckpoints(tmp_path, ident, keep_last=2).resumable(0)
+    assert path.name == "step-4" and state.history == [{"step": 4, "loss": 0.5}]
+    (line,) = passed_over
+    assert line.startswith("checkpoint step-6 set aside (damaged: "), line
+    aside = tmp_path / "checkpoints-set-aside" / "step-6"
+    assert aside.is_dir() and str(aside) in line  # moved, never deleted
+    assert not (tmp_path / "checkpoints" / "step-6").exists()
+    # The only one left damaged too: set aside as well, and the run starts from step 0.
+    DAMAGE["a truncated file"](path)
+    path, state, passed_over = RunCheckpoints(tmp_path, ident, keep_last=2).resumable(0)
+    assert path is None and state is None and "step-4 set aside" in passed_over[0]
+    assert sorted(p.name for p in (tmp_path / "checkpoints-set-aside").iterdir()) == \
+        ["step-4", "step-6"]
+
+
+def test_a_checkpoint_saved_after_the_guard_stopped_its_run_is_never_resumed(tmp_path):
+    ident = identity("abc", 1)
+    fake_checkpoint(tmp_path, 2, ident)
+    fake_checkpoint(tmp_path, 4, ident, guard_reason="KL 60 > guard.kl_abort=50 at step 4")
+    path, _, (line,) = RunCheckpoints(tmp_path, ident, keep_last=2).resumable(0)
+    assert path.name == "step-2" and "after the divergence guard stopped the run" in line
+
+
+@pytest.mark.parametrize("field,other", [
+    ("run_id", "another-run"), ("processes", 2), ("versions", {"trl": "0.0.1"}),
+    ("code", {"grpo_ablate": "0.0.1", "commit": "0" * 40}),
+    ("inputs", {"model": "another", "data": "another"})])
+def test_a_checkpoint_of_another_run_code_or_input_is_refused_and_left_in_place(tmp_path, field,
+                                                                                other):
+    ident = {**identity("abc", 1), "inputs": {"model": "m", "data": "d"}}
+    fake_checkpoint(tmp_path, 3, {**ident, field: other})
+    path, state, (line,) = RunCheckpoints(tmp_path, ident, keep_last=1).resumable(0)
+    assert path is None and state is None
+    assert line.startswith(f"checkpoint step-3 refused ({field} "), line
+    assert (tmp_path / "checkpoints" / "step-3").is_dir()  # another run's: not touched
+    assert resume_lines(SimpleNamespace(arm="a", seed=0, run_id="abc"), None, [line])[-1] \
+        .endswith("; trained from step 0")
+
+
+def test_a_checkpoint_from_another_machine_is_resumed_and_said(tmp_path):
+    ident = identity("abc", 1)
+    fake_checkpoint(tmp_path, 3, {**ident, "machine": "elsewhere"})
+    ckpts = RunCheckpoints(tmp_path, ident, keep_last=1)
+    path, _, passed_over = ckpts.resumable(0)
+    assert path.name == "step-3" and passed_over == []
+    assert "made on another machine (numeric id elsewhere" in ckpts.machine_note(path)
+    assert ckpts.machine_note(fake_checkpoint(tmp_path / "same", 3, ident)) is None
+
+
+def test_a_full_disk_at_the_manifest_is_a_warning_and_keeps_the_previous_checkpoint(
+        tmp_path, monkeypatch, caplog):
+    """ENOSPC raised where the manifest is written (a disk cannot be filled here on purpose
+    without root): the save is discarded with a warning; the previous checkpoint stays."""
+    ident = identity("abc", 1)
+    fake_checkpoint(tmp_path, 2, ident)
+    folder = tmp_path / "checkpoints" / ".incoming" / "checkpoint-4"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(os.urandom(1000))
+
+    def full(path, text, pause=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_module, "atomic_write_text", full)
+    ckpts = RunCheckpoints(tmp_path, ident, keep_last=1)
+    assert ckpts.commit_or_discard(folder, 4, 0.1, None) is None
+    assert "checkpoint not written (OSError: [Errno 28] No space left on device)" in caplog.text
+    assert not folder.exists()
+    monkeypatch.undo()
+    assert ckpts.resumable(0)[0].name == "step-2"
+
+
+def test_every_file_and_folder_of_a_checkpoint_is_forced_to_disk(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = fake_checkpoint(tmp_path, 2, identity("abc", 1))
+    incoming = tmp_path / "checkpoints" / ".incoming" / "checkpoint-2"
+    for name in ("model.safetensors", "grpo_ablate_rank0.pt"):
+        assert str(incoming / name) in synced, synced
+    assert str(incoming) in synced  # its entries, before the rename
+    assert str(tmp_path / "checkpoints") in synced  # the rename
+    assert any(p.startswith(str(incoming / f".{MANIFEST}.")) for p in synced)  # the manifest
+    assert path.is_dir()
+
+
+def test_a_prune_cut_short_leaves_nothing_that_looks_like_a_checkpoint(tmp_path, monkeypatch):
+    ident = identity("abc", 1)
+    fake_checkpoint(tmp_path, 2, ident)
+    fake_checkpoint(tmp_path, 4, ident)
+    monkeypatch.setattr(checkpoint_module.shutil, "rmtree", lambda *a, **k: None)  # killed there
+    RunCheckpoints(tmp_path, ident, keep_last=1).prune()
+    monkeypatch.undo()
+    assert folders(tmp_path) == [".pruning-step-2", "step-4"]
+    ckpts = RunCheckpoints(tmp_path, ident, keep_last=1)
+    assert ckpts.resumable(0)[2] == []  # not mistaken for a damaged checkpoint
+    ckpts.clean_incoming()
+    assert folders(tmp_path) == ["step-4"]
+    assert not (tmp_path / "checkpoints-set-aside").exists()
 
 
 def test_epoch_seeded_sampler_gives_the_persistent_generators_orders():
@@ -231,6 +349,7 @@ def the_run(out: Path) -> tuple[dict, str, Path]:
     record = json.loads(path.read_text())
     for key in UNEQUAL:
         record.pop(key)
+    record["notes"] = [n for n in record["notes"] if not n.startswith(INTERRUPTION_NOTES)]
     for key in ("eval_seconds", "generation_seconds"):
         record["cost"].pop(key)
     for key in ("sweep_name", "sweep_dir", "out_root"):
@@ -265,6 +384,17 @@ CASES = {
     "two processes": (("launch.processes=2", "trainer.max_steps=6"), "after_step:4", 3),
     "a LoRA adapter (its weights and optimizer)": (
         ("model.lora={r:4,alpha:8,dropout:0.0,target_modules:all-linear}",), "after_step:4", 3),
+    # The guard stops it at step 4, whose save it cancels; killed as its record is written,
+    # the re-run resumes from step 3 and diverges at step 4 again (not: trains on to step 8).
+    "diverged, killed at its record write": (("faults.kl_blowup_at_step=4",), "record_write:1", 3),
+    # A log row averages the steps since the last one: saves only at logged steps.
+    "logging_steps=2 (a log row averages two steps)": (("trainer.logging_steps=2",),
+                                                      "after_step:5", 4),
+    "dynamic sampling (its extra rounds)": (("trick=dynamic_sampling_on",), "after_step:5", 4),
+    "soft overlong (its length penalty)": (("trick=overlong_soft",), "after_step:4", 3),
+    "reward clip at quantiles of the SFT policy's rewards": (
+        ("trick=reward_clamp_task", "task.shaping.scale=sft_quantiles",
+         "task.shaping.clip={low:0.1,high:0.9}"), "after_step:4", 3),
     # 200 training prompts, 4 a step: epoch 1 starts at step 51 (its own shuffle of them)
     "in a later epoch": (("trainer.max_steps=56", "eval.every_steps=0"), "after_step:54", 53),
 }
@@ -335,19 +465,66 @@ def test_a_foreign_checkpoint_is_refused_and_the_run_starts_over(tmp_path, tiny_
     (ckpt,) = out.glob("*/runs/*/checkpoints/step-3")
     manifest = json.loads((ckpt / MANIFEST).read_text())
     manifest.pop("checksum")
-    manifest["versions"]["trl"] = "0.9.0"
+    manifest["code"]["grpo_ablate"] = "0.0.1"  # made by another version of this code
     from grpo_ablate.runtime import stable_hash
 
     manifest["checksum"] = stable_hash(manifest, 64)
     (ckpt / MANIFEST).write_text(json.dumps(manifest))
     err = finish(out, ())
-    assert "checkpoint step-3 refused (versions" in err
+    assert "checkpoint step-3 refused (code" in err
     record = json.loads(next(out.glob("*/runs/*/record.json")).read_text())
     assert record["resumed_from"] == []
     assert any("refused" in n and "trained from step 0" in n for n in record["notes"])
     finish(tmp_path / "reference", ())
     (ref, ref_history, _), (got, history, _) = the_run(tmp_path / "reference"), the_run(out)
     assert got == ref and history == ref_history
+
+
+@pytest.mark.slow
+def test_a_kill_of_the_process_holding_the_run_lock_alone_leaves_no_process(tmp_path,
+                                                                          tiny_policy):
+    """`launch.processes=2`: SIGKILL the sweep process only (not its group). `accelerate
+    launch` is tied to it and the ranks to `accelerate launch`: none keeps writing into the
+    run's folder, whose lock is free again; the same command resumes the run."""
+    out, marker = tmp_path / "out", tmp_path / "marker"
+    overrides = ("launch.processes=2", "trainer.max_steps=6")
+    proc = run_process(out, *overrides, pause="after_step:4", marker=marker)
+    deadline = time.time() + 300
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert len(rank_processes(out)) == 3  # accelerate launch and its two ranks
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    no_rank_left(out)
+    finish(out, overrides)
+    record = json.loads(next(out.glob("*/runs/*/record.json")).read_text())
+    assert record["status"] == "completed" and record["resumed_from"] == [3]
+
+
+@pytest.mark.slow
+def test_no_checkpoint_is_left_once_a_record_exists(tmp_path, tiny_policy):
+    """Killed between writing its record and dropping its checkpoints, a run's next command
+    finds the record, trains nothing and drops them; a run the cache supplies to a sweep
+    that had begun it drops that attempt's checkpoints too."""
+    out = tmp_path / "run"
+    kill_at(out, (), "record_written:1", tmp_path)
+    assert list(out.glob("*/runs/*/record.json")) and list(out.glob("*/runs/*/checkpoints/step-*"))
+    err = finish(out, ())
+    assert "training arm=" not in err, err[-2000:]
+    assert not list(out.glob("*/runs/*/checkpoints"))
+
+    cache = f"run_cache={tmp_path / 'cache'}"
+    begun = tmp_path / "begun"
+    kill_at(begun, (cache,), "after_step:4", tmp_path)
+    assert list(begun.glob("*/runs/*/checkpoints/step-3"))
+    finish(tmp_path / "elsewhere", (cache,))  # the same run, finished into the cache
+    err = finish(begun, (cache,))
+    (run_dir,) = begun.glob("*/runs/*")
+    assert "training arm=" not in err and json.loads((run_dir / "record.json").read_text())[
+        "origin"], err[-2000:]  # supplied by the cache, not trained
+    assert {p.name for p in run_dir.iterdir()} == {"record.json", "history.jsonl"}
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from grpo_ablate.training.tricks import (
     soft_overlong_cache,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("variants")]  # one fixed batch
+pytestmark = pytest.mark.slow
 OFF_POLICY = ["trainer.num_iterations=2"]
 
 

@@ -16,7 +16,7 @@ from grpo_ablate.config.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 TRICK_FILES = sorted((ROOT / "grpo_ablate" / "conf" / "trick").glob("*.yaml"))  # the checkout's
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]  # one wheel and venv
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

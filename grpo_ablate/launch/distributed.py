@@ -87,6 +87,22 @@ def threads_per_process(processes: int) -> int:
     return max(1, int(os.environ.get("GRPO_ABLATE_THREADS") or os.cpu_count() or 1) // processes)
 
 
+# Runs a command tied to the process that starts it (Linux's parent-death signal, armed
+# before the exec and kept through it): `accelerate launch` then ends with the sweep process
+# that holds the run's lock, however that process ends, and its ranks end with it.
+TIED = ("import ctypes, os, signal, sys\n"
+        "if sys.platform.startswith('linux'):\n"
+        "    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG\n"
+        "    if os.getppid() != int(sys.argv[1]):\n"
+        "        os._exit(1)  # the parent died before the signal was armed\n"
+        "os.execv(sys.argv[2], sys.argv[2:])\n")
+
+
+def tied_to_this_process(command: list[str]) -> list[str]:
+    """`command` (its first word an executable's path), ended when this process ends."""
+    return [sys.executable, "-I", "-c", TIED, str(os.getpid()), *command]
+
+
 def launch_command(config: dict, spec_file: Path, work: Path) -> list[str]:
     """`accelerate launch` with the shipped config, N processes, this module as the script."""
     launch = config["launch"]
@@ -119,8 +135,8 @@ def train_in_processes(spec: RunSpec) -> tuple[RunRecord, list[dict]]:
                     stack.enter_context(reserve_gpus(gpus, visible_gpus())))
             env["GRPO_ABLATE_THREADS"] = str(threads_per_process(cfg["launch"]["processes"]))
             with open(work / LOG, "wb") as log:
-                code = subprocess.run(launch_command(cfg, spec_file, work), env=env,
-                                      stdout=log, stderr=subprocess.STDOUT).returncode
+                code = subprocess.run(tied_to_this_process(launch_command(cfg, spec_file, work)),
+                                      env=env, stdout=log, stderr=subprocess.STDOUT).returncode
         if code == 0 and (work / RESULT).is_file():
             data = json.loads((work / RESULT).read_text())
             data["record"].pop("checksum", None)

@@ -12,6 +12,7 @@ from grpo_ablate.launch import run_cache
 from grpo_ablate.launch.progress import progress_from_disk
 from grpo_ablate.launch.slurm import explain_failure
 from grpo_ablate.models import checkpoint_ready, resolve_model_path
+from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import (
     clean_partials,
     drop_checkpoints,
@@ -27,11 +28,13 @@ def execute(spec: RunSpec) -> str:
     """Run one spec to a record. Returns what happened: trained, skipped, or busy."""
     run_dir = spec.run_dir
     if record_exists(run_dir):  # before any model is loaded: a finished sweep re-runs in seconds
+        drop_spent_checkpoints(spec)
         return "skipped (record exists)"
     with run_lock(spec.sweep_dir, spec.run_id) as held:
         if not held:
             return "busy (another sweep is training it)"
         if record_exists(run_dir):  # finished by another sweep while we waited
+            drop_spent_checkpoints(spec)
             return "skipped (record exists)"
         clean_partials(run_dir)
         if run_cache.adopt(spec):
@@ -41,11 +44,19 @@ def execute(spec: RunSpec) -> str:
         record, history = train(spec)
         record.error = explain_failure(record.error)
         write_record(run_dir, record, history)
+        pause_point("record_written")  # kill tests: the record is there, its checkpoints too
         # A failed run keeps them: its re-run resumes (the failure may be transient).
-        if record.status != "failed" and not spec.config["checkpoint"]["keep"]:
-            drop_checkpoints(run_dir)
+        if record.status != "failed":
+            drop_spent_checkpoints(spec)
         run_cache.store(spec, record, history)
         return record.status
+
+
+def drop_spent_checkpoints(spec: RunSpec) -> None:
+    """A finished run's checkpoints, unless checkpoint.keep; also where an attempt was
+    killed between writing its record and dropping them."""
+    if not spec.config["checkpoint"]["keep"]:
+        drop_checkpoints(spec.run_dir)
 
 
 def train(spec: RunSpec):
@@ -110,9 +121,11 @@ def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
     todo, reused = [], 0
     for spec in specs:
         if record_exists(spec.run_dir):
+            drop_spent_checkpoints(spec)
             continue
         with run_lock(spec.sweep_dir, spec.run_id) as held:
             if held and not record_exists(spec.run_dir) and run_cache.adopt(spec):
+                drop_checkpoints(spec.run_dir)  # an interrupted attempt's: the cache had it whole
                 reused += 1
                 continue
         todo.append(spec)

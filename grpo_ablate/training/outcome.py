@@ -7,12 +7,10 @@ from __future__ import annotations
 import math
 import platform
 import statistics
-import subprocess
 from functools import cache
 
 from grpo_ablate import __version__
 from grpo_ablate.config import (
-    REPO_ROOT,
     RunSpec,
     completions_per_step,
     groups_per_step,
@@ -20,7 +18,7 @@ from grpo_ablate.config import (
 )
 from grpo_ablate.hook_tricks import HOOKS, measure_of, reward_hooks
 from grpo_ablate.records import RunRecord
-from grpo_ablate.runtime import device_label, machine, package_version
+from grpo_ablate.runtime import device_label, git_sha, machine, package_version
 from grpo_ablate.training.diagnostics import diagnose, length_growth
 from grpo_ablate.training.run_state import RunState
 
@@ -207,15 +205,3 @@ def run_machine(config: dict) -> dict:
 
     return machine(device_label(config["trainer"]["use_cpu"]), threads=torch.get_num_threads())
 
-
-@cache
-def git_sha() -> str | None:
-    """The checkout's commit; None for an installed wheel (no .git beside the package)."""
-    if not (REPO_ROOT / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                             text=True, timeout=5)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None

@@ -22,7 +22,7 @@ from grpo_ablate import hook_tricks
 from grpo_ablate.config import RunSpec, grpo_kwargs
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import RunRecord
-from grpo_ablate.runtime import apply_thread_share, process_rank, say
+from grpo_ablate.runtime import apply_thread_share, process_rank, say, stable_hash
 from grpo_ablate.tasks import task_and_tokenizer
 from grpo_ablate.tasks.evaluation import generation_backend, policy_rewards
 from grpo_ablate.training.callbacks import (
@@ -35,6 +35,7 @@ from grpo_ablate.training.checkpoint import (
     PREFIX,
     CheckpointSchedule,
     RunCheckpoints,
+    model_contents,
     resume_lines,
     run_checkpoints,
 )
@@ -137,11 +138,13 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
     apply_thread_share()  # GRPO_ABLATE_THREADS, whichever entry point trains this run
     start = time.perf_counter()
     checkpoints = run_checkpoints(spec)
-    resume, state = resume_point(spec, checkpoints)
-    status, error, trainer = "completed", None, None
-    wandb_run = wandb_for(spec, state)
-    try:
+    status, error, trainer, wandb_run, state = "completed", None, None, None, RunState()
+    try:  # a checkpoint that cannot be read fails this run only, never the sweep
         task, model_path, tokenizer = task_and_tokenizer(cfg)
+        checkpoints.ident["inputs"] = {"model": model_contents(model_path),
+                                       "data": stable_hash(task.train_rows(), 64)}
+        resume, state = resume_point(spec, checkpoints)
+        wandb_run = wandb_for(spec, state)
         evaluate = Evaluator(cfg, task, tokenizer, state, start_eval_cache(cfg, model_path))
         callbacks = run_callbacks(cfg, state, evaluate, wandb_run)
         saving = checkpoint_saving(cfg, checkpoints)
@@ -192,17 +195,19 @@ def run_callbacks(cfg: dict, state: RunState, evaluate: Evaluator, wandb_run) ->
 
 
 def resume_point(spec: RunSpec, checkpoints: RunCheckpoints) -> tuple[Path | None, RunState]:
-    """The checkpoint an earlier attempt of this run left (None: from step 0), and the run
-    state to continue: that checkpoint's, or a fresh one. A refused checkpoint is one line
-    and a note; it is not loaded."""
-    path, refused = checkpoints.latest()
-    state = RunState()
+    """The newest checkpoint an earlier attempt of this run left whose contents check out
+    (None: from step 0), and the run state to continue: that checkpoint's, or a fresh one.
+    Each checkpoint passed over (refused, or damaged and set aside) is one line and a note;
+    a checkpoint made on another machine is resumed, and the record's notes say so."""
+    path, state, passed_over = checkpoints.resumable(process_rank())
+    state = state or RunState()
     if path is not None:
-        state = checkpoints.load_state(path, process_rank())
         state.resumed_from.append(int(path.name.removeprefix(PREFIX)))
-    lines = resume_lines(spec, path, refused)
-    if refused:
-        state.notes.append(lines[-1])
+        other_machine = checkpoints.machine_note(path)
+        if other_machine:
+            passed_over.append(other_machine)
+    lines = resume_lines(spec, path, passed_over)
+    state.notes += [line for line in lines if not line.startswith("resuming ")]
     if process_rank() == 0:  # a multi-process run's launcher said them (announce_resume)
         for line in lines:
             say(line)

@@ -239,10 +239,8 @@ class AblationGRPOTrainer(GRPOTrainer):
             error = f"{type(exc).__name__}: {exc}"
         errors = [e for e in gather_errors(self, error) if e]
         if self.accelerator.is_main_process:
-            if errors:
-                self.run_checkpoints.discard(folder, errors[0])
-            else:
-                self.run_checkpoints.commit(folder, step, time.perf_counter() - start)
+            self.run_checkpoints.commit_or_discard(folder, step, time.perf_counter() - start,
+                                                   errors[0] if errors else None)
         self.accelerator.wait_for_everyone()
         self.checkpoint_schedule.saved(step, time.perf_counter() - start)
 
