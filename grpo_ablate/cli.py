@@ -6,6 +6,7 @@
   grpo-ablate lengths [overrides]    completion-length percentiles of the SFT policy
   grpo-ablate fetch [overrides]      build or fetch a run's starting checkpoint ahead of time
   grpo-ablate plan [overrides]       what a sweep will train and cost, before it starts
+  grpo-ablate wandb-sync PATH        upload a sweep's offline W&B runs, one history per run
   grpo-ablate --version
 
 `run` and `sweep` take Hydra's flags as a plain Hydra app does (--cfg, --info, --help,
@@ -150,8 +151,24 @@ def cmd_plan(args: list[str]) -> int:
     return 0
 
 
+def cmd_wandb_sync(args: list[str]) -> int:
+    """Upload a sweep's offline W&B runs, the newest attempt of each (the whole history)."""
+    if cl.asked_for_help(args, cl.WANDB_SYNC_USAGE):
+        return 0
+    dry_run = "--dry-run" in args
+    rest = [a for a in args if a != "--dry-run"]
+    if len(rest) != 1 or rest[0].startswith("-"):
+        raise UserError(f"wandb-sync {' '.join(args)}: allowed: PATH [--dry-run], one sweep folder")
+    from pathlib import Path
+
+    from grpo_ablate.report.wandb_sync import main as sync
+
+    return sync(Path(rest[0]), dry_run)
+
+
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "report": cmd_report, "tricks": cmd_tricks,
-            "demo": cmd_demo, "lengths": cmd_lengths, "fetch": cmd_fetch, "plan": cmd_plan}
+            "demo": cmd_demo, "lengths": cmd_lengths, "fetch": cmd_fetch, "plan": cmd_plan,
+            "wandb-sync": cmd_wandb_sync}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,6 +119,14 @@ def integer_options(command: str, args: list[str], defaults: dict) -> tuple[dict
     return opts, rest
 
 
+WANDB_SYNC_USAGE = """usage: grpo-ablate wandb-sync PATH [--dry-run]
+
+Upload the offline W&B runs under PATH (a sweep folder): for each run, the newest of its
+offline-run folders, which holds its whole history when it was interrupted and resumed (each
+attempt writes its own folder under the run's id; docs/wandb.md). Older attempts are named,
+not uploaded. Runs `wandb sync` (log in first); --dry-run prints what it would upload."""
+
+
 PLAN_DEFAULTS = {"--pilot-steps": 3, "--length": None, "--sims": 200}
 PLAN_USAGE = """usage: grpo-ablate plan [--pilot-steps K] [--length L] [--sims N] [overrides]
 

@@ -190,6 +190,20 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
+@pytest.mark.parametrize("args,message", [
+    ([], "allowed: PATH [--dry-run], one sweep folder"),
+    (["a", "b"], "allowed: PATH [--dry-run], one sweep folder"),
+    (["NOWHERE"], "not a folder; allowed: a sweep folder"),
+    (["EMPTY"], "no offline-run-* folder under it; allowed: the folder of a sweep run with "
+                "logger=wandb (offline)")])
+def test_wandb_sync_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
+    args = [a.replace("NOWHERE", str(tmp_path / "nowhere")).replace("EMPTY", str(tmp_path))
+            for a in args]
+    assert cli.main(["wandb-sync", *args, "--dry-run"]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0], lines
+
+
 def test_bad_input_through_a_real_process_exits_2():
     res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "run", "trainer.top_p=2"],
                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)

@@ -413,6 +413,25 @@ def test_a_run_killed_at_a_pause_point_resumes_to_the_uninterrupted_record(tmp_p
     if "logger=wandb" in overrides:  # the resumed process continues the W&B run: one id
         runs = sorted((tmp_path / "interrupted").glob("*/wandb/offline-run-*"))
         assert len(runs) == 2 and len({p.name.split("-", 3)[3] for p in runs}) == 1, runs
+        # The newest attempt holds the whole history, each step once: the uninterrupted one's.
+        (reference,) = (tmp_path / "reference").glob("*/wandb/offline-run-*")
+        assert wandb_history(runs[-1]) == wandb_history(reference)
+        assert any("the newest holds the whole history" in n for n in record["notes"])
+        sync = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "wandb-sync",
+                               str(runs[0].parent.parent), "--dry-run"], capture_output=True,
+                              text=True, env=ENV, cwd=ROOT, timeout=120)
+        assert sync.returncode == 0, sync.stderr
+        assert sync.stdout.splitlines() == [
+            f"superseded (an earlier attempt, not uploaded): {runs[0]}", f"wandb sync {runs[1]}"]
+
+
+def wandb_history(folder: Path) -> list[dict]:
+    """An offline run's logged rows, without W&B's clock (`_timestamp`, `_runtime`)."""
+    from wandb_files import read_run
+
+    (path,) = folder.glob("run-*.wandb")
+    return [{k: v for k, v in row.items() if k not in ("_timestamp", "_runtime")}
+            for row in read_run(path)["history"]]
 
 
 @pytest.mark.slow
@@ -557,6 +576,7 @@ def test_a_killed_parallel_sweep_resumes_its_runs_to_the_uninterrupted_records(t
             resumed = rec.pop("resumed_from")
             for key in UNEQUAL + ("origin",):
                 rec.pop(key, None)
+            rec["notes"] = [n for n in rec["notes"] if not n.startswith(INTERRUPTION_NOTES)]
             for key in ("eval_seconds", "generation_seconds"):
                 rec["cost"].pop(key)
             for key in ("sweep_dir", "out_root", "run_cache", "checkpoint", "logger", "hydra"):

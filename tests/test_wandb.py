@@ -68,3 +68,46 @@ def test_report_writes_one_summary_run_with_the_verdicts(tmp_path):
     verdicts = {a["arm"]: a["verdict"] for a in report["strata"][0]["arms"]}
     assert {r[2]: r[10] for r in table["data"]} == verdicts
     assert run["summary"]["verdicts/improves"] == 1
+
+
+class FakeRun:
+    """A W&B run as `wandb.init` returns it, recording what is logged (a stand-in: online
+    resume needs a W&B server, which cannot exist here)."""
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.rows, self.step, self.id = kwargs, [], 0, kwargs.get("id")
+
+    def define_metric(self, *args, **kwargs):
+        pass
+
+    def log(self, row):
+        self.rows.append(row)
+        self.step += 1
+
+
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_a_resumed_run_continues_one_w_and_b_history(monkeypatch, mode):
+    """Online: rewound to the W&B step saved with the checkpoint (`resume_from`), nothing
+    logged again. Offline: a new folder under the same id, the checkpoint's rows logged
+    again first, as they were logged the first time (train/ keys, eval rows as they are)."""
+    from grpo_ablate.training.run_state import RunState
+    from grpo_ablate.training.wandb_logger import start_run
+
+    made = []
+    monkeypatch.setattr(wandb, "init", lambda **kw: made.append(FakeRun(**kw)) or made[-1])
+    (spec,) = specs_for(["logger=wandb", f"logger.mode={mode}"], multirun=False)
+    state = RunState(wandb_run_id="abc-123", wandb_step=3,
+                     history=[{"step": 0, "eval/accuracy": 0.5}, {"step": 1, "loss": 0.25},
+                              {"step": 2, "loss": 0.5, "kl": 0.01}])
+    run = start_run(spec.config, spec.arm, spec.seed, spec.run_id, "/tmp/sweep", state)
+    if mode == "online":
+        assert run.kwargs["resume_from"] == "abc-123?_step=3" and "resume" not in run.kwargs
+        assert run.rows == []
+    else:
+        assert run.kwargs["resume"] == "allow" and run.kwargs["id"] == "abc-123"
+        assert run.rows == [{"eval/accuracy": 0.5, "train/global_step": 0},
+                            {"train/loss": 0.25, "train/global_step": 1},
+                            {"train/loss": 0.5, "train/kl": 0.01, "train/global_step": 2}]
+        assert state.wandb_step == 3
+    fresh = start_run(spec.config, spec.arm, spec.seed, spec.run_id, "/tmp/sweep", RunState())
+    assert fresh.kwargs["resume"] == "allow" and fresh.rows == []  # a first attempt: as ever

@@ -31,6 +31,7 @@ class RunState:
     notes: list[str] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)  # steps of the checkpoints resumed
     wandb_run_id: str | None = None            # the W&B run its curves go to
+    wandb_step: int | None = None              # W&B's step counter after the last row logged
     prompt_outcomes: dict | None = None        # the final evaluation of the arm's policy, per prompt
 
     def add_eval(self, step: int, prefix: str, metrics: dict[str, float], raw: bool) -> None:

@@ -80,7 +80,7 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
     state = state if state is not None else RunState()
     kwargs = grpo_kwargs(cfg, output_dir)
     if wandb_run is not None:
-        callbacks = [*callbacks, WandbHistoryCallback(wandb_run, HISTORY_KEYS)]
+        callbacks = [*callbacks, WandbHistoryCallback(wandb_run, HISTORY_KEYS, state)]
     if checkpoints is not None:
         callbacks = [*callbacks, checkpoints[1]]
     faults = FaultInjection(cfg["faults"])
@@ -177,8 +177,7 @@ def wandb_for(spec: RunSpec, state: RunState):
     """One W&B run per run: the first process's (continued under its id when resumed)."""
     if process_rank() != 0:
         return None
-    run = start_run(spec.config, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir),
-                    state.wandb_run_id)
+    run = start_run(spec.config, spec.arm, spec.seed, spec.run_id, str(spec.sweep_dir), state)
     if run is not None:
         state.wandb_run_id = run.id
     return run
@@ -189,7 +188,8 @@ def run_callbacks(cfg: dict, state: RunState, evaluate: Evaluator, wandb_run) ->
     they see each step."""
     ema = cfg["hooks"].get("ema")
     evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"],
-                         ema["decay"] if ema else None, on_eval=lambda *a: log_eval(wandb_run, *a))
+                         ema["decay"] if ema else None,
+                         on_eval=lambda *a: log_eval(wandb_run, state, *a))
     return [HistoryCallback(state), DivergenceGuard(cfg["guard"]["kl_abort"], state), evals,
             PacingCallback(cfg["faults"]["sleep_per_step"])]
 
@@ -226,8 +226,14 @@ def finish_record(spec: RunSpec, state: RunState, trainer, status: str, error: s
             state.cost["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     if state.resumed_from:
         steps = ", ".join(map(str, state.resumed_from))
-        state.notes.append(f"interrupted {len(state.resumed_from)} time(s); resumed from the "
-                           f"checkpoint at step(s) {steps}")
+        lg = cfg["logger"]
+        offline = state.wandb_run_id and lg["backend"] == "wandb" and lg["mode"] == "offline"
+        state.notes.append(
+            f"interrupted {len(state.resumed_from)} time(s); resumed from the checkpoint at "
+            f"step(s) {steps}" + (f"; W&B: each attempt is an offline-run folder of id "
+                                  f"{state.wandb_run_id}, and the newest holds the whole "
+                                  "history: upload it alone (`grpo-ablate wandb-sync "
+                                  "<sweep folder>`)" if offline else ""))
     metrics = final_metrics(state) if state.evals and status != "failed" else {}
     return make_record(spec, status, error, wall, metrics, state,
                        steps=trainer.state.global_step if trainer is not None else 0,
