@@ -93,7 +93,7 @@ def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2_sweep):
 def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path):
     res = cli("run", "model=smollm2-135m", "task=humaneval", f"task.dataset.train={humaneval_file}",
               f"task.dataset.eval={humaneval_file}", "task.dataset.eval_size=2",
-              "task.dataset.train_size=4", "trainer.max_completion_length=48",
+              "task.dataset.train_size=4", "trainer.max_completion_length=32",
               "eval.sampled_k=1", "trainer.max_steps=1", "trick=kl_off", f"out_root={tmp_path}",
               "run_cache=null")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -104,7 +104,7 @@ def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path)
 
 
 def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2):
-    res = cli("lengths", "--prompts", "4", "--cap", "64", "model=smollm2-135m", *GSM8K)
+    res = cli("lengths", "--prompts", "4", "--cap", "32", "model=smollm2-135m", *GSM8K)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = res.stdout.splitlines()
     assert lines[0].startswith("smollm2-135m on math: 4 sampled completions")

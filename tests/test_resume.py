@@ -387,14 +387,13 @@ CASES = {
     # The guard stops it at step 4, whose save it cancels; killed as its record is written,
     # the re-run resumes from step 3 and diverges at step 4 again (not: trains on to step 8).
     "diverged, killed at its record write": (("faults.kl_blowup_at_step=4",), "record_write:1", 3),
-    # A log row averages the steps since the last one: saves only at logged steps.
-    "logging_steps=2 (a log row averages two steps)": (("trainer.logging_steps=2",),
-                                                      "after_step:5", 4),
-    "dynamic sampling (its extra rounds)": (("trick=dynamic_sampling_on",), "after_step:5", 4),
-    "soft overlong (its length penalty)": (("trick=overlong_soft",), "after_step:4", 3),
-    "reward clip at quantiles of the SFT policy's rewards": (
-        ("trick=reward_clamp_task", "task.shaping.scale=sft_quantiles",
-         "task.shaping.clip={low:0.1,high:0.9}"), "after_step:4", 3),
+    # One run with four hooks whose state a resume must restore or recompute: a log row that
+    # averages two steps (saves only at logged steps), dynamic sampling's extra rounds, the
+    # soft overlong penalty, a reward clip at quantiles of the SFT policy's rewards.
+    "logging_steps=2, dynamic sampling, soft overlong, sft_quantiles": (
+        ("trick=overlong_soft", "trainer.logging_steps=2", "hooks.dynamic_sampling={max_rounds:3}",
+         "hooks.reward_clip={low:0.1,high:0.9}", "task.shaping.scale=sft_quantiles"),
+        "after_step:5", 4),
     # 200 training prompts, 4 a step: epoch 1 starts at step 51 (its own shuffle of them)
     "in a later epoch": (("trainer.max_steps=56", "eval.every_steps=0"), "after_step:54", 53),
 }
