@@ -23,9 +23,9 @@ $(DEV_STAMP): $(RUN_STAMP)
 demo: $(RUN_STAMP)
 	WANDB_MODE=offline .venv/bin/grpo-ablate demo
 
-# pytest-xdist workers: one per core this process may use and one more (at most 5), since the
-# Slurm and kill tests mostly wait while the others train. TEST_WORKERS=1: one worker.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 4 ? 5 : n + 1 )))
+# pytest-xdist workers: one per core this process may use (at most 4). One more worker than
+# cores starved the Slurm requeue test's one-minute jobs. TEST_WORKERS=1: one worker.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 4 ? 4 : n )))
 
 # The slurm tests run against a one-machine Slurm that scripts/slurm_local.sh sets up (root
 # and apt needed); where it cannot, they are skipped and the summary says so. SLURM=0: skip.
