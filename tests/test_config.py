@@ -10,6 +10,7 @@ from grpo_ablate.errors import UserError
 CATALOG = sorted(t["id"] for t in load_catalog()
                  if t.get("catalog", "review") == "review" and t["id"] != "baseline")
 VARIANTS = sorted(t["id"] for t in load_catalog() if t.get("catalog") == "variants")
+VLLM = sorted(t["id"] for t in load_catalog() if t.get("catalog") == "vllm")
 
 
 def flatten(d, prefix=""):
@@ -23,11 +24,13 @@ def flatten(d, prefix=""):
 
 
 def test_catalog_matches_design():
-    """The review's 24 arms and the 15 variants of 2025-26, one file each, every variant
-    with its paper and claim; the sweep files run exactly them."""
+    """The review's 24 arms, the 22 variants of 2025-26 and the 3 corrections for vLLM's
+    sampling, one file each, every variant with its paper and claim; the sweep files run
+    exactly them."""
     tricks = load_catalog()
-    assert (len(CATALOG), len(VARIANTS)) == (24, 15)
-    assert all(t.get("claim") and t.get("source") for t in tricks if t.get("catalog") == "variants")
+    assert (len(CATALOG), len(VARIANTS), len(VLLM)) == (24, 22, 3)
+    assert all(t.get("claim") and t.get("source") for t in tricks
+               if t.get("catalog") in ("variants", "vllm"))
     assert {p.stem for p in (CONF_DIR / "trick").glob("*.yaml")} == \
         {t["id"] for t in tricks} | set(former_names())
     for sweep in ("catalog", "demo"):
@@ -41,6 +44,32 @@ def test_the_variants_sweep_runs_every_variant_and_the_arms_they_are_compared_wi
     arms = {o.split("=", 1)[1] for job in jobs for o in job if o.startswith("trick=")}
     against = {t["against"] for t in load_catalog() if t["id"] in VARIANTS and t.get("against")}
     assert arms == set(VARIANTS) | {"baseline"} | against
+
+
+def test_the_vllm_sweep_runs_the_three_corrections_against_the_baseline_on_vllm():
+    jobs = expand_jobs(["sweep=vllm_is", "seed=0"])
+    assert [o.split("=", 1)[1] for job in jobs for o in job if o.startswith("trick=")] == \
+        ["baseline", *VLLM]
+    cfg = compose(["sweep=vllm_is", "trick=vllm_is_token_truncate"])
+    assert cfg.trainer.use_vllm is True
+    assert (cfg.trainer.vllm_importance_sampling_mode,
+            cfg.trainer.vllm_importance_sampling_clip_max) == ("token_truncate", 2.0)
+    base = compose(["sweep=vllm_is", "trick=baseline"]).trainer
+    assert base.use_vllm is True and base.vllm_importance_sampling_correction is False
+
+
+@pytest.mark.parametrize("trick", VLLM)
+def test_a_vllm_correction_changes_exactly_its_declared_keys(trick):
+    """As below, before the device is resolved (vLLM needs a CUDA machine)."""
+    from omegaconf import OmegaConf
+
+    def flat(overrides):
+        return flatten(OmegaConf.to_container(compose(overrides), resolve=True))
+
+    got, base = flat([f"trick={trick}"]), flat(["trick=baseline"])
+    changed = {k for k in set(got) | set(base) if not k.startswith(("trick.", "hydra."))
+               and got.get(k, "<absent>") != base.get(k, "<absent>")}
+    assert changed == set(compose([f"trick={trick}"]).trick["keys"])
 
 
 @pytest.fixture(scope="module")

@@ -126,8 +126,16 @@ BAD = [
      "trainer.vllm_importance_sampling_correction=true: it corrects for vLLM's sampling and acts "
      "only with trainer.use_vllm=true; allowed here: false"),
     # Settings a checkpoint cannot resume exactly, refused while checkpoints are on (the default)
-    (["run", "trainer.sync_ref_model=true"], "trainer.sync_ref_model=true with checkpoints on: "
-     "the synced reference model is not in a checkpoint; allowed: false, or no checkpoints"),
+    (["run", "trick=ref_reset_200", "trainer.beta=0"], "trainer.sync_ref_model=true with "
+     "trainer.beta=0: without the KL there is no reference to reset; allowed: beta > 0"),
+    (["run", "trick=ref_reset_200", "model.lora={r:4,alpha:8,dropout:0.0,target_modules:all-linear}"],
+     "trainer.sync_ref_model=true with model.lora: under LoRA the reference is the "
+     "adapter-disabled policy"),
+    (["run", "trick=loss_luspo", "trainer.importance_sampling_level=token"],
+     "trainer.importance_sampling_level=token with trainer.loss_type=luspo: TRL computes that "
+     "loss at one level; allowed: importance_sampling_level=sequence"),
+    (["run", "trick=vllm_is_token_truncate"], "trainer.vllm_importance_sampling_correction=true: "
+     "it corrects for vLLM's sampling and acts only with trainer.use_vllm=true"),
     (["run", "+trainer.save_only_model=true"], "trainer.save_only_model=true with checkpoints on"),
     (["run", "+trainer.ignore_data_skip=true", "checkpoint.every_minutes=null",
       "checkpoint.every_steps=2"], "trainer.ignore_data_skip=true with checkpoints on: a resumed "

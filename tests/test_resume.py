@@ -394,6 +394,11 @@ CASES = {
         ("trick=overlong_soft", "trainer.logging_steps=2", "hooks.dynamic_sampling={max_rounds:3}",
          "hooks.reward_clip={low:0.1,high:0.9}", "task.shaping.scale=sft_quantiles"),
         "after_step:5", 4),
+    # The KL reference reset to the policy at steps 2 and 4: resumed from step 4, the run
+    # must train against step 4's reference (kept in the checkpoint), not the SFT policy.
+    "ref_reset (its reset reference restored)": (("trick=ref_reset_200",
+                                                   "trainer.ref_model_sync_steps=2"),
+                                                  "after_step:5", 4),
     # 200 training prompts, 4 a step: epoch 1 starts at step 51 (its own shuffle of them)
     "in a later epoch": (("trainer.max_steps=56", "eval.every_steps=0"), "after_step:54", 53),
 }

@@ -117,3 +117,52 @@ def test_a_quantile_outside_0_1_is_one_clear_error():
 
     with pytest.raises(UserError, match=r"hooks.reward_clip.high=1.5: task.shaping.scale=sft_quantiles"):
         specs_for(["task=chat", "trick=reward_clamp_task", "task.shaping.clip.high=1.5"], multirun=False)
+
+
+def variant_activity(trick: str, rows: list[dict], counts: dict | None = None,
+                     **trainer) -> dict:
+    """The record's activity for `trick`'s config (with `trainer` overrides) and a history."""
+    from grpo_ablate.config import specs_for
+    from grpo_ablate.training.outcome import trick_activity
+
+    cfg = specs_for([f"trick={trick}", *(f"trainer.{k}={v}" for k, v in trainer.items())],
+                    multirun=False)[0].config
+    return trick_activity(cfg, rows, counts or {})
+
+
+def test_the_variants_activity_reads_what_their_histories_show_and_can_be_zero():
+    """Each measure on a built history: what acted counts, what could not act reads 0."""
+    def row(step, **kw):
+        return {"step": step, "loss": 0.1, **kw}
+
+    lengths = [row(1, **{"completions/min_length": 3.0, "completions/max_length": 3.0}),
+               row(2, **{"completions/min_length": 2.0, "completions/max_length": 3.0})]
+    assert variant_activity("loss_luspo", lengths)["acted"] == 0.5
+    assert variant_activity("loss_luspo", lengths[:1])["acted"] == 0.0  # equal lengths
+    entropy = [row(1, entropy=0.5), row(2, entropy=0.15), row(3, entropy=0.1), row(4, entropy=0.3)]
+    assert variant_activity("entropy_adaptive", entropy)["acted"] == 0.5  # target 0.2
+    assert variant_activity("entropy_adaptive", entropy, entropy_target=0.05)["acted"] == 0.0
+    steps = [row(s) for s in range(1, 9)]
+    assert variant_activity("ref_reset_200", steps, ref_model_sync_steps=2)["acted"] == 0.75
+    assert variant_activity("ref_reset_200", steps)["acted"] == 0.0  # 8 steps, no reset
+    assert variant_activity("loss_sapo", steps)["acted"] == 0.5  # one of two passes reused
+    masked = {"off_policy_sequences": 40, "off_policy_masked": 6}
+    assert variant_activity("off_policy_mask_0.5", steps, masked)["acted"] == 0.15
+    assert variant_activity("off_policy_mask_0.5", steps, {"off_policy_sequences": 40})["acted"] == 0
+    head = variant_activity("lm_head_fp32", steps, {"lm_head_processes": 2,
+                                                     "lm_head_below_fp32": 0})
+    assert head["acted"] == 0.0 and "below fp32" in head["measure"]
+
+
+def test_a_vllm_correction_acts_on_the_steps_where_vllms_probabilities_differed():
+    """(vLLM needs a CUDA machine: the measure alone, on a built history.)"""
+    from grpo_ablate.training.outcome import variant_details
+
+    tr = {"loss_type": "grpo", "num_iterations": 1, "use_vllm": True,
+          "vllm_importance_sampling_correction": True}
+    ratio = "sampling/importance_sampling_ratio"
+    rows = [{"step": 1, "loss": 0.1, f"{ratio}/min": 1.0, f"{ratio}/max": 1.0},
+            {"step": 2, "loss": 0.1, f"{ratio}/min": 0.7, f"{ratio}/max": 1.0},
+            {"step": 3, "loss": 0.1, f"{ratio}/min": 0.9999, f"{ratio}/max": 1.0001}]
+    assert variant_details(tr, rows)["importance_corrected_steps"] == 1 / 3
+    assert "importance_corrected_steps" not in variant_details({**tr, "use_vllm": False}, rows)

@@ -68,6 +68,8 @@ def fixed_batch(tiny_policy, tmp_path_factory):
     ["trick=loss_bnpo", *OFF_POLICY], ["trick=loss_cispo", *OFF_POLICY],
     ["trick=entropy_tokens_0.2", *OFF_POLICY], ["trick=ratio_clip_high_0.28"],
     ["trick=ratio_clip_delta_4"], ["trick=importance_sampling_sequence"],
+    ["trick=loss_sapo"], ["trick=loss_vespo"], ["trick=loss_luspo", *OFF_POLICY],
+    ["trick=off_policy_mask_0.5"],
 ])
 def test_a_loss_variant_changes_trls_loss_on_a_fixed_batch(variant, fixed_batch, tmp_path):
     base, batch = fixed_batch
@@ -78,6 +80,89 @@ def test_a_loss_variant_changes_trls_loss_on_a_fixed_batch(variant, fixed_batch,
         again = trainer.compute_loss(trainer.model, dict(batch)).item()
     assert got == again  # TRL's computation, deterministic on the batch
     assert got != reference, variant
+
+
+def policy_logps(model, batch, temperature: float) -> torch.Tensor:
+    """The policy's per-token log-probabilities of the batch's completions, computed here."""
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    width = batch["completion_ids"].size(1)
+    logits = model(input_ids=ids, attention_mask=attention).logits[:, -width - 1:-1] / temperature
+    return logits.log_softmax(-1).gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
+
+
+def test_the_off_policy_mask_drops_what_eq_9_drops_and_nothing_on_policy(fixed_batch, tmp_path):
+    """DeepSeek-V3.2's Eq. 9, computed here from the batch: a sequence is dropped when its
+    advantage is negative and its mean per-token log-ratio of the sampler to the policy passes
+    0.5. The arm's counters say how many TRL's loss dropped: the same ones; on-policy, none."""
+    _, batch = fixed_batch
+    trainer = trainer_for(["trick=off_policy_mask_0.5"], tmp_path)
+    with torch.no_grad():
+        logp = policy_logps(trainer.model, batch, trainer.args.temperature)
+        trainer.compute_loss(trainer.model, dict(batch))
+    mask = batch["completion_mask"]
+    kl = ((batch["old_per_token_logps"] - logp) * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    dropped = int(((batch["advantages"] < 0) & (kl > 0.5)).sum())
+    assert 0 < dropped < mask.size(0)  # the planted batch has some of each
+    assert (trainer.activity["off_policy_masked"], trainer.activity["off_policy_sequences"]) \
+        == (dropped, mask.size(0))
+    on_policy = {k: v for k, v in batch.items() if k != "old_per_token_logps"}
+    with torch.no_grad():
+        trainer.compute_loss(trainer.model, on_policy)
+    assert trainer.activity["off_policy_masked"] == dropped  # nothing more
+    assert trainer.activity["off_policy_sequences"] == 2 * mask.size(0)
+
+
+def test_vespo_reweights_off_policy_sequences_and_none_on_policy(fixed_batch, tmp_path):
+    _, batch = fixed_batch
+    trainer = trainer_for(["trick=loss_vespo"], tmp_path)
+    on_policy = {k: v for k, v in batch.items() if k != "old_per_token_logps"}
+    with torch.no_grad():
+        trainer.compute_loss(trainer.model, on_policy)
+        assert (trainer.activity["vespo_reweighted"], trainer.activity["vespo_sequences"]) \
+            == (0, len(batch["advantages"]))
+        trainer.compute_loss(trainer.model, dict(batch))
+    assert trainer.activity["vespo_reweighted"] > 0
+
+
+def test_adaptive_entropy_applies_its_bonus_from_the_step_after_entropy_meets_its_target(
+        fixed_batch, tmp_path):
+    """Skywork-OR1's controller through TRL's loss: the coefficient starts at 0 (the first
+    step's loss is the baseline's); entropy at or below the target raises it by 0.005, and
+    the next step's loss carries the bonus. A target the entropy never meets leaves it off."""
+    base, batch = fixed_batch
+    with torch.no_grad():
+        reference = base.compute_loss(base.model, dict(batch)).item()
+        for target, acts in ((100.0, True), (1e-6, False)):
+            trainer = trainer_for([*OFF_POLICY, "trick=entropy_adaptive",
+                                   f"trainer.entropy_target={target}"], tmp_path / str(target))
+            first = trainer.compute_loss(trainer.model, dict(batch)).item()
+            raised = trainer.entropy_coef
+            second = trainer.compute_loss(trainer.model, dict(batch)).item()
+            assert first == reference
+            assert raised == (0.005 if acts else 0.0)
+            assert (second != reference) is acts
+
+
+def test_the_fp32_lm_head_acts_on_a_bf16_policy_and_says_it_did_not_on_a_fp32_one(
+        fixed_batch, tmp_path):
+    """ScaleRL's fp32 head: on the tiny policy loaded in bf16, TRL's loss on the batch moves
+    and the arm counts as acting; on the fp32 policy the logits are fp32 already, the loss is
+    the baseline's to the bit, and its activity is 0."""
+    base, batch = fixed_batch
+    bf16 = "trainer.model_init_kwargs={dtype:bfloat16}"
+    plain = trainer_for([*OFF_POLICY, bf16], tmp_path / "bf16")
+    head = trainer_for([*OFF_POLICY, bf16, "trick=lm_head_fp32"], tmp_path / "bf16-head")
+    fp32_head = trainer_for([*OFF_POLICY, "trick=lm_head_fp32"], tmp_path / "fp32-head")
+    assert next(plain.model.parameters()).dtype == torch.bfloat16
+    assert head.model.lm_head.weight.dtype == torch.float32
+    with torch.no_grad():
+        low = plain.compute_loss(plain.model, dict(batch)).item()
+        cast = head.compute_loss(head.model, dict(batch)).item()
+        assert fp32_head.compute_loss(fp32_head.model, dict(batch)).item() == \
+            base.compute_loss(base.model, dict(batch)).item()
+    assert cast != low
+    assert head.activity["lm_head_below_fp32"] == 1 and fp32_head.activity["lm_head_below_fp32"] == 0
 
 
 def gradient(trainer, batch) -> torch.Tensor:
@@ -91,11 +176,7 @@ def k3_kl_gradient(model, batch, beta: float, temperature: float) -> torch.Tenso
     """The review's (and DeepSeekMath's) KL term, computed here without TRL: beta times the
     per-token k3 estimate exp(ref - logp) - (ref - logp) - 1, averaged over each completion's
     tokens, then over completions (loss_type grpo); its gradient, flattened."""
-    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-    width = batch["completion_ids"].size(1)
-    logits = model(input_ids=ids, attention_mask=attention).logits[:, -width - 1:-1] / temperature
-    logp = logits.log_softmax(-1).gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
+    logp = policy_logps(model, batch, temperature)
     ref, mask = batch["ref_per_token_logps"], batch["completion_mask"]
     kl = torch.exp(ref - logp) - (ref - logp) - 1
     term = beta * ((kl * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
@@ -214,7 +295,12 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     under reuse) and cuts completions at 2 tokens (two-digit answers are truncated), where
     each variant has something to act on. At that rate GSPO's KL reaches 40-60 in 6 steps,
     by CPU (43.9 on one AMD EPYC, over 50 on a Xeon): divergence is not what this test is
-    about, so the guard's KL abort is out of reach (a non-finite loss would still stop a run)."""
+    about, so the guard's KL abort is out of reach (a non-finite loss would still stop a run).
+    Two settings that are inert for every other arm put the rest within 6 steps: the
+    reference reset every 2 steps (ref_reset_200's own N is 200), and an entropy target the
+    tiny policy's entropy is below (entropy_adaptive's 0.2 suits a pretrained model). The fp32
+    LM head acts only on a policy below fp32, which a CPU run never is (bf16 is refused here):
+    it completes and says it did not act; its acting is tested on a bf16 policy above."""
     import json
 
     from grpo_ablate import cli
@@ -222,7 +308,8 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     assert cli.main(["sweep", "sweep=variants", "seed=0", f"out_root={tmp_path}",
                      "trainer.learning_rate=2e-3", "trainer.max_completion_length=2",
                      "trainer.max_steps=6", "eval.every_steps=0", "eval.sampled_k=1",
-                     "guard.kl_abort=1e12", "run_cache=null"]) == 0
+                     "guard.kl_abort=1e12", "run_cache=null", "trainer.ref_model_sync_steps=2",
+                     "trainer.entropy_target=100"]) == 0
     records = [json.loads(p.read_text()) for p in (tmp_path / "variants").glob("runs/*/record.json")]
     acted = {r["arm"]: r["activity"].get("acted") for r in records}
     assert [(r["arm"], r["status"], r["error"]) for r in records if r["status"] != "completed"] == []
@@ -231,8 +318,26 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
                           "ratio_clip_high_0.28", "ratio_clip_delta_4",
                           "importance_sampling_sequence", "overlong_mask", "overlong_soft",
                           "entropy_tokens_0.2", "group_size_2", "dynamic_sampling_on",
-                          "kl_bias_corrected"}
+                          "kl_bias_corrected", "loss_sapo", "loss_luspo", "loss_vespo",
+                          "off_policy_mask_0.5", "lm_head_fp32", "entropy_adaptive",
+                          "ref_reset_200"}
+    # Two arms have nothing to act on here, and their measures say so: a fp32 policy's
+    # logits are fp32 already; LUSPO's length weight is a constant where every completion
+    # has the 2 tokens the limit cuts them to (its acting: the fixed batch's varied lengths).
+    by_arm = {r["arm"]: r for r in records}
+    assert acted.pop("lm_head_fp32") == 0.0
+    assert by_arm["lm_head_fp32"]["activity"]["measure"].startswith("runs whose policy computes")
+    luspo = acted.pop("loss_luspo")
+    history = (tmp_path / "variants" / "runs" / by_arm["loss_luspo"]["run_id"] / "history.jsonl")
+    rows = [json.loads(line) for line in history.read_text().splitlines()]
+    unequal = [r["completions/max_length"] > r["completions/min_length"] for r in rows
+               if "loss" in r]
+    assert luspo == sum(unequal) / len(unequal)
     assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
+    against = {a: r["config"]["trick"].get("against", "baseline") for a, r in by_arm.items()}
+    assert (against["loss_sapo"], against["loss_vespo"], against["off_policy_mask_0.5"],
+            against["loss_luspo"], against["ref_reset_200"]) == \
+        ("reuse_2x", "reuse_2x", "reuse_2x", "baseline", "baseline")
     cost = {r["arm"]: r["cost"]["completions"] for r in records}
     assert cost["dynamic_sampling_on"] > cost["baseline"]  # its extra rounds are in the budget
 

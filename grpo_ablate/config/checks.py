@@ -83,6 +83,7 @@ def check_relations(data: dict) -> None:
         raise UserError(
             f"trainer.per_device_train_batch_size={tr['per_device_train_batch_size']}: must be a "
             f"multiple of trainer.num_generations={tr['num_generations']} (whole groups per batch)")
+    check_loss_relations(data)
     clip = hooks.get("reward_clip")
     if clip is not None and not clip["low"] < clip["high"]:
         raise UserError(f"hooks.reward_clip={fmt(clip)}: must have low < high")
@@ -102,9 +103,31 @@ def check_relations(data: dict) -> None:
                         "both fractions of training in [0, 1]")
 
 
+# A loss TRL computes only at one importance-sampling level (TRL raises mid-build otherwise).
+LOSS_LEVEL = {"luspo": "sequence", "vespo": "token"}
+
+
+def check_loss_relations(data: dict) -> None:
+    """The variants' own rules: a loss's importance-sampling level, and a reference to reset."""
+    tr = data["trainer"]
+    level = LOSS_LEVEL.get(tr["loss_type"])
+    if level is not None and tr["importance_sampling_level"] != level:
+        raise UserError(f"trainer.importance_sampling_level={tr['importance_sampling_level']} "
+                        f"with trainer.loss_type={tr['loss_type']}: TRL computes that loss at "
+                        f"one level; allowed: importance_sampling_level={level}")
+    if tr.get("sync_ref_model"):
+        if not tr["beta"]:
+            raise UserError("trainer.sync_ref_model=true with trainer.beta=0: without the KL "
+                            "there is no reference to reset; allowed: beta > 0, or "
+                            "sync_ref_model=false")
+        if data["model"].get("lora") is not None:
+            raise UserError("trainer.sync_ref_model=true with model.lora: under LoRA the "
+                            "reference is the adapter-disabled policy, which cannot be reset; "
+                            "allowed: model.lora=null, or sync_ref_model=false")
+
+
 # Trainer settings a checkpoint cannot resume exactly: what it would leave out or skip.
 NOT_RESUMABLE = {
-    "sync_ref_model": "the synced reference model is not in a checkpoint",
     "save_only_model": "a checkpoint would hold no optimizer, scheduler or RNG state",
     "ignore_data_skip": "a resumed run would train on other batches",
 }
@@ -121,6 +144,11 @@ def check_resumable(data: dict) -> None:
         if tr.get(key):
             raise UserError(f"trainer.{key}=true with checkpoints on: {why}; allowed: false, "
                             f"or no checkpoints ({CHECKPOINTS_OFF})")
+    if tr.get("sync_ref_model") and data["launch"]["accelerate"] == "zero3":
+        raise UserError("trainer.sync_ref_model=true with checkpoints on and launch.accelerate="
+                        "zero3: the synced reference is saved whole, and ZeRO-3 shards it; "
+                        f"allowed: launch.accelerate=ddp or zero2, or no checkpoints "
+                        f"({CHECKPOINTS_OFF})")
     spg, accumulation = tr.get("steps_per_generation") or 1, tr["gradient_accumulation_steps"]
     if spg % accumulation:
         raise UserError(f"trainer.steps_per_generation={spg} with checkpoints on: not a multiple "

@@ -33,12 +33,12 @@ def register_resolvers() -> None:
 
 
 def trick_list(catalog: str) -> str:
-    """`${tricks:review}` / `${tricks:variants}` in a sweep file: the baseline, the arms a
+    """`${tricks:review}` / `${tricks:variants}` / `${tricks:vllm}` in a sweep file: the baseline, the arms a
     catalog's tricks are compared with (trick.against), then that catalog's tricks, from
     the trick files themselves, so no sweep keeps the list by hand."""
     tricks = [t for t in load_catalog() if t["id"] != "baseline"]
     if catalog not in {t.get("catalog", "review") for t in tricks}:
-        raise ValueError(f"tricks:{catalog}: no such catalog; allowed: review, variants")
+        raise ValueError(f"tricks:{catalog}: no such catalog; allowed: review, variants, vllm")
     chosen = sorted(t["id"] for t in tricks if t.get("catalog", "review") == catalog)
     against = sorted({t["against"] for t in tricks if t["id"] in chosen and t.get("against")}
                      - set(chosen))

@@ -210,7 +210,7 @@ SCHEMA: dict[str, Any] = {
                     "a list of module names, e.g. [my_tricks.flip]"),
         "formerly": ANY,
         "called_as": ANY,
-        "catalog": one_of("review", "variants"),
+        "catalog": one_of("review", "variants", "vllm"),
         "claim": ANY,
         "source": ANY,
         "against": ANY,

@@ -19,6 +19,9 @@ HISTORY_KEYS = (
     "learning_rate", "completions/mean_length", "completions/clipped_ratio",
     "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean",
     "frac_reward_zero_std", "filter/frac_dropped", "num_tokens",
+    # what the variants' activity is measured from (LUSPO's lengths, adaptive entropy, vLLM IS)
+    "completions/min_length", "completions/max_length", "entropy_coef",
+    "sampling/importance_sampling_ratio/min", "sampling/importance_sampling_ratio/max",
 )
 
 

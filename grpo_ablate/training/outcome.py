@@ -22,6 +22,8 @@ from grpo_ablate.runtime import device_label, git_sha, machine, package_version
 from grpo_ablate.training.diagnostics import diagnose, length_growth
 from grpo_ablate.training.run_state import RunState
 
+WEIGHT_MOVED = 1e-3  # an importance weight counts as moved beyond this (float noise aside)
+
 
 def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
                 metrics: dict | None = None, state: RunState | None = None, steps: int = 0,
@@ -106,7 +108,7 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
     for hook, _ in reward_hooks(cfg["hooks"]):  # registered reward functions
         details.setdefault(hook.name, _fraction(counts.get(f"{hook.name}_changed", 0),
                                                 counts.get(f"{hook.name}_samples", 0)))
-    return _activity_of(keys, details, values)
+    return _activity_of(keys, details, values, cfg["trainer"]["loss_type"])
 
 
 def hook_details(counts: dict) -> dict:
@@ -121,6 +123,14 @@ def hook_details(counts: dict) -> dict:
     if "overlong_samples" in counts:
         details["overlong_punished"] = _fraction(counts.get("overlong_punished", 0),
                                                  counts["overlong_samples"])
+    if counts.get("off_policy_sequences"):
+        details["off_policy_masked_sequences"] = (counts.get("off_policy_masked", 0)
+                                                  / counts["off_policy_sequences"])
+    if counts.get("vespo_sequences"):
+        details["vespo_reweighted_sequences"] = (counts.get("vespo_reweighted", 0)
+                                                 / counts["vespo_sequences"])
+    if counts.get("lm_head_processes"):
+        details["lm_head_below_fp32"] = counts["lm_head_below_fp32"] / counts["lm_head_processes"]
     if counts.get("dynamic_groups"):
         details["dynamic_filtered_groups"] = counts["dynamic_filtered"] / counts["dynamic_groups"]
         details["dynamic_cap_steps"] = _fraction(counts.get("dynamic_cap_hit", 0),
@@ -152,10 +162,47 @@ def trainer_details(cfg: dict, rows: list[dict]) -> dict:
         details["truncated_masked"] = sum(truncated) / len(truncated)
     if tr.get("top_entropy_quantile", 1.0) < 1.0:  # by construction: the rest of the tokens
         details["entropy_masked_tokens"] = 1.0 - tr["top_entropy_quantile"]
+    details.update(variant_details(tr, rows))
     return details
 
 
-def _activity_of(keys: list[str], details: dict, values: dict | None) -> dict:
+def variant_details(tr: dict, rows: list[dict]) -> dict:
+    """The activity of TRL's newer variants that their logs show (or that holds by
+    construction where the run's shape decides it)."""
+    details, steps = {}, [r for r in rows if "loss" in r]
+    if tr["loss_type"] == "sapo":  # its soft gate departs from the clip only off-policy
+        details["reused_updates"] = (tr["num_iterations"] - 1) / tr["num_iterations"]
+    if tr["loss_type"] == "luspo":  # a length weight changes nothing where lengths are equal
+        spread = [r["completions/max_length"] > r["completions/min_length"] for r in steps
+                  if "completions/max_length" in r and "completions/min_length" in r]
+        details["unequal_length_steps"] = _fraction(sum(spread), len(spread))
+    if tr.get("use_adaptive_entropy"):
+        low = [r["entropy"] <= tr["entropy_target"] for r in steps if "entropy" in r]
+        details["entropy_at_target_steps"] = _fraction(sum(low), len(low))
+    if tr.get("sync_ref_model") and steps:
+        last, every = max(r["step"] for r in steps), tr["ref_model_sync_steps"]
+        details["reset_reference_steps"] = max(0, last - every) / last if last else None
+    if tr.get("use_vllm") and tr.get("vllm_importance_sampling_correction"):
+        moved = [r["sampling/importance_sampling_ratio/min"] < 1 - WEIGHT_MOVED
+                 or r["sampling/importance_sampling_ratio/max"] > 1 + WEIGHT_MOVED
+                 for r in steps if "sampling/importance_sampling_ratio/min" in r]
+        details["importance_corrected_steps"] = _fraction(sum(moved), len(moved))
+    return details
+
+
+# trainer.loss_type's measure, by the loss it selects (the others: a config value).
+LOSS_MEASURES = {
+    "sapo": {"trainer.loss_type": ("reused_updates", "updates on a reused batch, where the "
+                                   "soft gate departs from GRPO's clip")},
+    "vespo": {"trainer.loss_type": ("vespo_reweighted_sequences",
+                                    "sequences whose Gamma weight left 1")},
+    "luspo": {"trainer.loss_type": ("unequal_length_steps", "steps whose completions differ in "
+                                    "length (where the length weight changes the update)")},
+}
+
+
+def _activity_of(keys: list[str], details: dict, values: dict | None,
+                 loss_type: str = "grpo") -> dict:
     """The arm's activity: its most active key's measure, and all the details."""
     measured = {
         **{f"hooks.{name}": measure_of(hook) for name, hook in HOOKS.items()},
@@ -172,7 +219,23 @@ def _activity_of(keys: list[str], details: dict, values: dict | None) -> dict:
                                                "completions masked as truncated"),
         "trainer.top_entropy_quantile": ("entropy_masked_tokens",
                                          "tokens left out by the entropy quantile"),
+        "trainer.off_policy_mask_threshold": ("off_policy_masked_sequences",
+                                              "sequences masked as too far off-policy"),
+        "trainer.cast_lm_head_to_fp32": ("lm_head_below_fp32", "runs whose policy computes "
+                                         "below fp32 (a fp32 policy's logits are fp32 already)"),
+        "trainer.use_adaptive_entropy": ("entropy_at_target_steps", "steps whose entropy was "
+                                         "at or below the target (the bonus applies next)"),
+        **dict.fromkeys(("trainer.sync_ref_model", "trainer.ref_model_mixup_alpha",
+                         "trainer.ref_model_sync_steps"),
+                        ("reset_reference_steps", "steps trained against a reset reference")),
+        **dict.fromkeys(("trainer.vllm_importance_sampling_correction",
+                         "trainer.vllm_importance_sampling_mode",
+                         "trainer.vllm_importance_sampling_clip_max"),
+                        ("importance_corrected_steps", "steps where vLLM's sampling "
+                         "probabilities differed from the trainer's (the correction reweights "
+                         "them)")),
     }
+    measured.update(LOSS_MEASURES.get(loss_type, {}))
     acted, measures = [], []
     for key in keys:
         name, what = measured.get(key, (None, "a config value: acts on every step"))

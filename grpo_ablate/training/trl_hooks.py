@@ -4,7 +4,10 @@
 private override points (and one public one: the loss, for the filter's normaliser); plus,
 for mid-run checkpoints that resume bit for bit, three more (`_save_checkpoint`,
 `_get_train_sampler`, the Trainer's `_run_epoch`), and the run's seed for TRL's colocated
-vLLM engine. With every hook off it computes exactly what the bare trainer computes
+vLLM engine; the synced reference's weights beside each checkpoint (`train` loads them on
+resume); and counters in two of TRL's loss helpers (`get_off_policy_mask`,
+`get_gamma_weights`), for how often those variants acted. With every hook off it computes
+exactly what the bare trainer computes
 (tests/test_runs.py). TRL is pinned in pyproject.toml;
 tests/test_trl_hooks.py fails loudly when these methods or their behaviour move, which is
 the signal to re-check this file before widening the pin.
@@ -31,6 +34,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from grpo_ablate.hook_tricks import reward_hooks
+from grpo_ablate.training.outcome import WEIGHT_MOVED
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.tricks import (
     filter_active,
@@ -52,7 +56,16 @@ HOOKED = {
     "_run_epoch": ["self", "model", "epoch", "train_dataloader", "steps_in_epoch",
                    "num_update_steps_per_epoch", "trial", "ignore_keys_for_eval", "start_time",
                    "resume_from_checkpoint", "epochs_trained", "steps_trained_in_current_epoch"],
+    # static in TRL, called as self.<name>(...) from _compute_loss: counted here
+    "get_off_policy_mask": ["advantages", "per_token_logps", "sampling_per_token_logps", "mask",
+                            "off_policy_threshold"],
+    "get_gamma_weights": ["advantages", "log_ratio_per_token", "mask",
+                          "importance_sampling_ratio", "k_pos", "lambda_pos", "k_neg",
+                          "lambda_neg"],
 }
+# The synced reference (trainer.sync_ref_model) is saved beside each mid-run checkpoint.
+REFERENCE_FILE = "reference_model.pt"
+
 # TRL seeds its colocated vLLM engine with the process index alone (TRL PR #7040); the
 # engine is given a seed of the run's instead (seeded_vllm_engine).
 VLLM_SEED_SOURCE = "seed=accelerator.process_index // self.tensor_parallel_size"
@@ -91,6 +104,12 @@ def check_trl_compat() -> None:
             or "self.generator" not in inspect.getsource(RepeatSampler.__iter__):
         raise RuntimeError("trl's vLLM engine seed or RepeatSampler's shuffle changed: re-check "
                            "seeded_vllm_engine and EpochSeededSampler in grpo_ablate/training/trl_hooks.py")
+    loss_source = inspect.getsource(GRPOTrainer._compute_loss)
+    if any(f"self.{name}(" not in loss_source for name in ("get_off_policy_mask",
+                                                          "get_gamma_weights")):
+        raise RuntimeError("trl's _compute_loss no longer calls get_off_policy_mask or "
+                           "get_gamma_weights through self: re-check the variants' counters in "
+                           "grpo_ablate/training/trl_hooks.py")
     for name, params in HOOKED.items():
         method = getattr(GRPOTrainer, name, None)
         if method is None:
@@ -195,6 +214,12 @@ class AblationGRPOTrainer(GRPOTrainer):
         seed = args_.seed if args_ is not None else 42
         with seeded_vllm_engine(seed):
             super().__init__(*args, **kwargs)
+        if self.args.cast_lm_head_to_fp32:  # acts only on a policy that computes below fp32
+            low = self.args.bf16 or self.args.fp16 or any(
+                p.dtype in (torch.bfloat16, torch.float16)
+                for n, p in self.model.named_parameters() if "lm_head" not in n)
+            self.activity["lm_head_processes"] = 1  # every process: summed over them
+            self.activity["lm_head_below_fp32"] = int(low)
         if self.checkpoint_schedule is not None:
             self.checkpoint_schedule.agree = self.first_process_decides
 
@@ -235,6 +260,8 @@ class AblationGRPOTrainer(GRPOTrainer):
             super()._save_checkpoint(model, trial)
             self.run_checkpoints.write_rank_state(folder, self.accelerator.process_index,
                                                   self.run_state)
+            if self.args.sync_ref_model and self.accelerator.is_main_process:
+                self.save_reference(folder)
         except Exception as exc:  # noqa: BLE001 - a checkpoint never stops a run
             error = f"{type(exc).__name__}: {exc}"
         errors = [e for e in gather_errors(self, error) if e]
@@ -243,6 +270,20 @@ class AblationGRPOTrainer(GRPOTrainer):
                                                    errors[0] if errors else None)
         self.accelerator.wait_for_everyone()
         self.checkpoint_schedule.saved(step, time.perf_counter() - start)
+
+    def save_reference(self, folder: Path) -> None:
+        """The synced reference's weights: TRL's sync moves them away from the checkpoint the
+        run started from, so a resumed run needs them to keep the reference it had."""
+        ref = self.accelerator.unwrap_model(self.ref_model)
+        torch.save({k: v.detach().cpu() for k, v in ref.state_dict().items()},
+                   Path(folder) / REFERENCE_FILE)
+
+    def train(self, resume_from_checkpoint=None, *args: Any, **kwargs: Any):
+        if resume_from_checkpoint and self.args.sync_ref_model:
+            saved = torch.load(Path(resume_from_checkpoint) / REFERENCE_FILE, map_location="cpu",
+                               weights_only=True)
+            self.accelerator.unwrap_model(self.ref_model).load_state_dict(saved)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _filter_window(self) -> dict | None:
         window = self.ablation_hooks.get("filter_low_reward")
@@ -364,6 +405,28 @@ class AblationGRPOTrainer(GRPOTrainer):
                                                  for r in rewards)
         self.activity["dynamic_cap_hit"] += int(capped)
         return merge_groups(outs, kept, group, self.processing_class.pad_token_id)
+
+    # -- TRL's own variants that log nothing of how often they acted: counted -------------
+    def get_off_policy_mask(self, advantages, per_token_logps, sampling_per_token_logps, mask,
+                            off_policy_threshold):
+        keep = GRPOTrainer.get_off_policy_mask(advantages, per_token_logps,
+                                               sampling_per_token_logps, mask,
+                                               off_policy_threshold)
+        if self.model.training:
+            self.activity["off_policy_sequences"] += keep.numel()
+            self.activity["off_policy_masked"] += int((keep == 0).sum())
+        return keep
+
+    def get_gamma_weights(self, advantages, log_ratio_per_token, mask,
+                          importance_sampling_ratio, k_pos=2.0, lambda_pos=3.0, k_neg=3.0,
+                          lambda_neg=2.0):
+        phi = GRPOTrainer.get_gamma_weights(advantages, log_ratio_per_token, mask,
+                                            importance_sampling_ratio, k_pos, lambda_pos,
+                                            k_neg, lambda_neg)
+        if self.model.training:
+            self.activity["vespo_sequences"] += phi.size(0)
+            self.activity["vespo_reweighted"] += int(((phi - 1).abs() > WEIGHT_MOVED).sum())
+        return phi
 
     # -- the loss: per-sequence averages over kept samples ----------------------------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
