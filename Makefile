@@ -9,16 +9,22 @@ DEV_STAMP := .venv/.installed-dev
 
 setup: $(DEV_STAMP)
 
-$(RUN_STAMP): pyproject.toml
+# pip takes a CPU torch from local disk only when pinned; a bare `torch` may pull CUDA.
+define VENV_WITH_TORCH
 	test -x $(PY) || python3 -m venv .venv
-	# pip takes a CPU torch from local disk only when pinned; a bare `torch` may pull CUDA.
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==2.13.0
+endef
+
+$(RUN_STAMP): pyproject.toml
+	$(VENV_WITH_TORCH)
 	$(PIP) install -q -e ".[launchers,gguf]"
 	touch $(RUN_STAMP)
 
-$(DEV_STAMP): $(RUN_STAMP)
-	$(PIP) install -q -e ".[dev]"
-	touch $(DEV_STAMP)
+# The tests' tools and the rest in one install (one resolve and one editable build).
+$(DEV_STAMP): pyproject.toml
+	$(VENV_WITH_TORCH)
+	$(PIP) install -q -e ".[launchers,gguf,dev]"
+	touch $(RUN_STAMP) $(DEV_STAMP)
 
 demo: $(RUN_STAMP)
 	WANDB_MODE=offline .venv/bin/grpo-ablate demo

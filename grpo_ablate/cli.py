@@ -138,16 +138,18 @@ def cmd_fetch(args: list[str]) -> int:
 def cmd_plan(args: list[str]) -> int:
     if cl.asked_for_help(args, cl.PLAN_USAGE):
         return 0
+    folders, args = cl.path_options("plan", args, "--from")
     opts, rest = cl.integer_options("plan", args, {k: v or 0 for k, v in cl.PLAN_DEFAULTS.items()})
     line = cl.parse_hydra_line(rest)
     if line.show or line.multirun:
-        raise UserError("plan: allowed: [--pilot-steps K] [--length L] [--sims N] and overrides")
+        raise UserError("plan: allowed: [--pilot-steps K] [--length L] [--sims N] [--from PATH] "
+                        "and overrides")
     overrides = cl.with_default_sweep(line.overrides)
     from grpo_ablate.launch.estimate import forecast, render  # heavy: pandas, scipy
 
     length = opts["--length"] or None
     print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"], length,
-                          opts["--sims"]), length))
+                          opts["--sims"], folders), length))
     return 0
 
 

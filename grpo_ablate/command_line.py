@@ -119,6 +119,23 @@ def integer_options(command: str, args: list[str], defaults: dict) -> tuple[dict
     return opts, rest
 
 
+def path_options(command: str, args: list[str], flag: str) -> tuple[list[Path], list[str]]:
+    """`--flag PATH` / `--flag=PATH` (repeatable) anywhere on the line, and the rest."""
+    paths, rest, words = [], [], list(args)
+    while words:
+        word = words.pop(0)
+        name, eq, value = word.partition("=")
+        if name != flag:
+            rest.append(word)
+            continue
+        if not eq:
+            value = words.pop(0) if words else ""
+        if not value or value.startswith("-") or "=" in value:
+            raise UserError(f"{command} {flag} {value}: needs a folder of records")
+        paths.append(Path(value).expanduser())
+    return paths, rest
+
+
 WANDB_SYNC_USAGE = """usage: grpo-ablate wandb-sync PATH [--dry-run]
 
 Upload the offline W&B runs under PATH (a sweep folder): for each run, the newest of its
@@ -128,12 +145,16 @@ not uploaded. Runs `wandb sync` (log in first); --dry-run prints what it would u
 
 
 PLAN_DEFAULTS = {"--pilot-steps": 3, "--length": None, "--sims": 200}
-PLAN_USAGE = """usage: grpo-ablate plan [--pilot-steps K] [--length L] [--sims N] [overrides]
+PLAN_USAGE = """usage: grpo-ablate plan [--pilot-steps K] [--length L] [--sims N] [--from PATH]
+                        [overrides]
 
 What a sweep (the same overrides as `grpo-ablate sweep`) will train and cost, before anything
 trains: its jobs, those recorded or in the run cache, an adaptive ladder's expected runs, one
 run's cost (from finished runs of the baseline's config, else a pilot on this machine) and the
 predicted wall time and GPU-hours under the chosen launcher (docs/guide.md, "Plan").
+
+  --from PATH      cost one run from the finished records of the same model under PATH (an
+                   earlier sweep, e.g. on the cluster) instead of a pilot; repeatable
 
   --pilot-steps K  optimizer steps of the longer pilot run (default 3; the shorter has 1)
   --length L       the expected mean completion length at scale, e.g. the 95th percentile

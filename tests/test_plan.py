@@ -68,3 +68,69 @@ def test_plan_of_a_fresh_sweep_pilots_the_baseline(tiny_policy, tmp_path, capsys
     assert "a pilot of the baseline on this machine (1 and 3 steps" in text
     assert "runs at most: 6" in text and "peak memory of one run" in text
     assert not (tmp_path / "smoke").exists()  # the plan trains nothing in the sweep folder
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CPU machine's refusal")
+def test_a_pilot_that_cannot_run_here_is_refused_before_it_starts(tmp_path, capsys):
+    """A 7B preset on a CPU machine: one line naming why and the ways out, exit 2, and
+    nothing trained or written (its hub checkpoint is never loaded)."""
+    assert cli.main(["plan", "model=qwen2.5-7b", "task=gsm8k", f"out_root={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "model=qwen2.5-7b (7.6B parameters): piloting it needs a CUDA device" in err[0]
+    assert "--from PATH" in err[0]
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_the_parameter_count_a_pilot_is_judged_by_is_the_checkpoints_own(tiny_policy):
+    """From the embedded policy's config.json, against the parameters its weights hold
+    (the estimate leaves out the norms' few weights)."""
+    import json
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    from grpo_ablate.launch.estimate import parameter_count, parameters_of
+
+    path = str(tiny_policy)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    counted = sum(p.numel() for p in model.parameters())
+    estimate = parameter_count({"name": "hf", "path": path})
+    assert estimate == pytest.approx(counted, rel=0.01)
+    untied = {**json.loads((Path(path) / "config.json").read_text()), "tie_word_embeddings": False}
+    assert parameters_of(untied) != estimate  # the formula reads the config, not a constant
+
+
+@pytest.mark.slow
+def test_plan_from_an_earlier_sweeps_records_costs_without_a_pilot(smoke_sweep, tmp_path,
+                                                                  capsys):
+    """`--from PATH`: the records of the same model elsewhere (an earlier sweep), for a sweep
+    with another output folder and more steps; a folder without that model's runs is one
+    line."""
+    _res, out = smoke_sweep
+    assert cli.main(["plan", "sweep=smoke", f"out_root={tmp_path}", "trainer.max_steps=40",
+                     "--from", str(out / "smoke")]) == 0
+    text = capsys.readouterr().out
+    assert "finished run(s) of model=tiny under --from" in text and "pilot" not in text
+    assert not (tmp_path / "smoke").exists()
+    assert cli.main(["plan", "sweep=smoke", "model=smollm2-135m", f"out_root={tmp_path}",
+                     "--from", str(out / "smoke")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no finished run of model=smollm2-135m there" in err[0], err
+
+
+@pytest.mark.slow
+def test_a_pilot_that_fails_is_one_line(tiny_policy, tmp_path, capsys, monkeypatch):
+    """The pilot's own run fails (a hub dataset on a machine without network): one line
+    naming its cause and the way out, exit 2, nothing in the sweep folder."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cli.main(["plan", "sweep=smoke", "task=gsm8k", f"out_root={tmp_path}",
+                     "run_cache=null"]) == 2
+    progress, error = capsys.readouterr().err.strip().splitlines()  # the pilot's start, then
+    assert progress.startswith("plan: no finished run of the baseline's config: piloting it")
+    assert error.startswith("grpo-ablate: error: plan: the pilot run of the baseline failed "
+                            "(task.dataset.train=openai/gsm8k: could not load split 'train'")
+    assert "--from PATH" in error
+    assert not (tmp_path / "smoke").exists()

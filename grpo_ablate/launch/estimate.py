@@ -5,16 +5,19 @@ its maximum, the cost of one run, and the predicted wall time and GPU-hours unde
 launcher's parallelism.
 
 One run's cost comes from the records of finished runs of the baseline's config when there
-are any (the sweep folder, the run cache), else from a short pilot of the baseline on this
-machine: two runs, of 1 and 1 + k optimizer steps, at the launcher's thread share, whose
-difference is the cost of k steps (generation and training apart) and whose remainder is the
-fixed cost of a run (model load, the held-out evaluation at the end). A run is then
+are any (the sweep folder, the run cache), or of the same model under `--from PATH`, else from
+a short pilot of the baseline on this machine (refused before it starts where it cannot run
+here: a policy of a billion parameters without a CUDA device, or over the machine's memory):
+two runs, of 1 and 1 + k optimizer steps, at the launcher's thread share, whose difference
+is the cost of k steps (generation and training apart) and whose remainder is the fixed cost
+of a run (model load, the held-out evaluation at the end). A run is then
 fixed + max_steps x (generation + training) + its intermediate evaluations, with generation
 and training scaled by `--length` (the expected mean completion length, e.g. the 95th
 percentile from `grpo-ablate lengths`) against the pilot's."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -25,7 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_ablate.config import RunSpec, computation_key, specs_for
+from grpo_ablate.config import RunSpec, computation_key, model_label, specs_for
+from grpo_ablate.errors import UserError
 from grpo_ablate.launch import run_cache
 from grpo_ablate.records import RECORD_NAME, read_record, record_exists, scan_records
 from grpo_ablate.runtime import cuda_available, duration, say
@@ -102,6 +106,31 @@ def recorded_cost(baseline: RunSpec) -> RunCost | None:
     same = [r for r in found if r.config and computation_key(r.config) == key and r.steps > 0]
     if not same:
         return None
+    return cost_of(same, f"{len(same)} finished run(s) of the baseline's config")
+
+
+def cost_from(folders: list[Path], baseline: RunSpec) -> RunCost:
+    """`plan --from PATH`: the cost of one run from the finished records of the same model
+    under PATH (an earlier sweep, e.g. on the cluster), its baseline's runs where it has any;
+    per step, so another number of steps or another trick list costs from them too."""
+    label = model_label(baseline.config)
+    found = []
+    for folder in folders:
+        if not folder.is_dir():
+            raise UserError(f"plan --from {folder}: no such folder; allowed: a sweep folder "
+                            "(or a folder of sweep folders) holding records")
+        found += [r for r in scan_records(folder)[0]
+                  if r.status == "completed" and r.steps > 0 and r.model == label]
+    if not found:
+        raise UserError(f"plan --from {' '.join(map(str, folders))}: no finished run of "
+                        f"model={label} there; allowed: a sweep folder with records of that "
+                        "model")
+    base = [r for r in found if r.arm == "baseline"] or found
+    return cost_of(base, f"{len(base)} finished run(s) of model={label} under --from")
+
+
+def cost_of(same: list, source: str) -> RunCost:
+    """One run's cost from finished records (the medians over them)."""
     gen = statistics.median(r.cost.get("generation_seconds", 0.0) / r.steps for r in same)
     ev = statistics.median(r.cost.get("eval_seconds", 0.0) for r in same)
     wall = statistics.median(r.wall_seconds for r in same)
@@ -112,7 +141,7 @@ def recorded_cost(baseline: RunSpec) -> RunCost | None:
     training = max(0.0, (wall - ev) / steps - gen)
     # eval_seconds holds every evaluation of a run: all in `fixed`, none added per step.
     return RunCost(fixed=ev, generation=gen, training=training, eval_end=0.0, mean_length=tokens,
-                   source=f"{len(same)} finished run(s) of the baseline's config")
+                   source=source)
 
 
 def pilot_cost(baseline: RunSpec, overrides: list[str], steps: int, threads: int) -> RunCost:
@@ -139,6 +168,70 @@ def pilot_cost(baseline: RunSpec, overrides: list[str], steps: int, threads: int
                    start_eval=max(0.0, ra.cost["eval_seconds"] - rb.cost["eval_seconds"]))
 
 
+# The presets' hub checkpoints, for a machine that has not downloaded their config.json.
+KNOWN_PARAMETERS = {"Qwen/Qwen2.5-1.5B-Instruct": 1.54e9, "Qwen/Qwen2.5-7B-Instruct": 7.62e9,
+                    "Qwen/Qwen2.5-14B-Instruct": 14.77e9}
+# Above this, a pilot on a CPU takes hours (and the sweep would run on GPUs anyway).
+CPU_PILOT_PARAMETERS = 1e9
+WAYS_OUT = ("allowed: --from PATH (the records of earlier runs of this model, e.g. a sweep on "
+            "the cluster), or plan on a machine with a CUDA device")
+
+
+def parameter_count(model: dict) -> float | None:
+    """The policy's parameters, from its config.json (a local checkpoint, or the hub cache)
+    or the presets' table; None where neither says (the embedded and packaged policies are
+    small)."""
+    path = model.get("path")
+    if path is None:
+        return None
+    local = Path(str(path)).expanduser() / "config.json"
+    if not local.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(str(path), "config.json")
+            local = Path(cached) if isinstance(cached, str) else None
+        except Exception:  # noqa: BLE001 - not a hub id: nothing cached
+            local = None
+    if local is not None and local.is_file():
+        return parameters_of(json.loads(local.read_text()))
+    return KNOWN_PARAMETERS.get(str(path))
+
+
+def parameters_of(cfg: dict) -> float | None:
+    """A decoder's parameter count from its config: embeddings (twice when untied), and per
+    layer the attention (grouped key/value heads) and a gated MLP."""
+    cfg = cfg.get("text_config", cfg)
+    try:
+        h, layers, vocab = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    except KeyError:
+        return None
+    inner = cfg.get("intermediate_size", 4 * h)
+    heads = cfg.get("num_attention_heads", 1)
+    kv = cfg.get("num_key_value_heads") or heads
+    attention = 2 * h * h + 2 * h * (h * kv // heads)
+    embeddings = vocab * h * (1 if cfg.get("tie_word_embeddings", False) else 2)
+    return float(layers * (attention + 3 * h * inner) + embeddings)
+
+
+def check_pilot_fits(cfg: dict) -> None:
+    """A pilot on this machine that cannot run is refused before it starts: a policy of a
+    billion parameters or more without a CUDA device, or fp32 weights of the policy and its
+    reference over this machine's memory."""
+    params = parameter_count(cfg["model"])
+    if params is None or cuda_available():
+        return
+    name = f"model={cfg['model']['name']} ({params / 1e9:.1f}B parameters)"
+    if params >= CPU_PILOT_PARAMETERS:
+        raise UserError(f"plan: {name}: piloting it needs a CUDA device, and this machine has "
+                        f"none; {WAYS_OUT}")
+    need, ram = 2 * 4 * params / 2**20, device_memory_mib("CPU")
+    if ram is not None and need > ram:
+        raise UserError(f"plan: {name}: the policy and its reference in fp32 take "
+                        f"{need / 1024:.0f} GiB, over this machine's {ram / 1024:.0f} GiB; "
+                        f"{WAYS_OUT}")
+
+
 def _pilot_run(overrides: list[str], steps: int, out: Path, threads: int):
     pilot = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in (
         "trick", "seed", "sweep", "launcher", "out_root", "run_cache")
@@ -152,7 +245,11 @@ def _pilot_run(overrides: list[str], steps: int, out: Path, threads: int):
     took = time.perf_counter() - t0
     err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"the pilot run failed: {err.strip().splitlines()[-1:]}")
+        why = (err.strip().splitlines() or ["no error message"])[-1]
+        why = why.removeprefix("grpo-ablate: ").removeprefix("error: ")
+        raise UserError(f"plan: the pilot run of the baseline failed ({why}); allowed: fix what "
+                        "it names, or --from PATH to cost from the records of earlier runs of "
+                        "this model")
     (path,) = out.glob(f"*/runs/*/{RECORD_NAME}")
     return read_record(path), usage.ru_maxrss / 1024, took
 
@@ -202,7 +299,7 @@ def adaptive_runs(spec: RunSpec, arms: int, strata: int, sims: int) -> dict:
 
 
 def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = None,
-             sims: int = 200) -> Forecast:
+             sims: int = 200, from_folders: list[Path] | None = None) -> Forecast:
     specs = specs_for(overrides, multirun=True)
     check_task_configs([s.config["task"] for s in specs])
     recorded = sum(record_exists(s.run_dir) for s in specs)
@@ -211,8 +308,9 @@ def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = 
     strata = len({(s.config["model"]["name"], s.config["task"]["name"]) for s in specs})
     baseline = next((s for s in specs if s.arm == "baseline"), specs[0])
     launch = launcher_of(overrides)
-    cost = recorded_cost(baseline)
+    cost = cost_from(from_folders, baseline) if from_folders else recorded_cost(baseline)
     if cost is None:
+        check_pilot_fits(baseline.config)
         say(f"plan: no finished run of the baseline's config: piloting it ({1 + pilot_steps} "
             "steps in all) on this machine")
         cost = pilot_cost(baseline, overrides, pilot_steps, launch.threads)
