@@ -102,17 +102,25 @@ max completion length (their 95th percentile).
   overrides     Hydra overrides, as for `grpo-ablate run` (model=..., task=..., model.path=...)"""
 
 
-def integer_options(command: str, args: list[str], defaults: dict) -> tuple[dict, list[str]]:
-    """`--flag N` / `--flag=N` (positive integers) anywhere on the line, and the rest."""
-    opts, rest, words = dict(defaults), [], list(args)
+def flag_values(args: list[str], flags) -> tuple[list[tuple[str, str]], list[str]]:
+    """Each `--flag VALUE` / `--flag=VALUE` of `flags` anywhere on the line, in order, and the
+    rest of the line."""
+    found, rest, words = [], [], list(args)
     while words:
         word = words.pop(0)
         flag, eq, value = word.partition("=")
-        if flag not in opts:
+        if flag not in flags:
             rest.append(word)
             continue
-        if not eq:
-            value = words.pop(0) if words else ""
+        found.append((flag, value if eq else (words.pop(0) if words else "")))
+    return found, rest
+
+
+def integer_options(command: str, args: list[str], defaults: dict) -> tuple[dict, list[str]]:
+    """`--flag N` / `--flag=N` (positive integers) anywhere on the line, and the rest."""
+    found, rest = flag_values(args, defaults)
+    opts = dict(defaults)
+    for flag, value in found:
         if not value.isdigit() or int(value) < 1:
             raise UserError(f"{command} {flag} {value}: needs a positive integer")
         opts[flag] = int(value)
@@ -121,19 +129,11 @@ def integer_options(command: str, args: list[str], defaults: dict) -> tuple[dict
 
 def path_options(command: str, args: list[str], flag: str) -> tuple[list[Path], list[str]]:
     """`--flag PATH` / `--flag=PATH` (repeatable) anywhere on the line, and the rest."""
-    paths, rest, words = [], [], list(args)
-    while words:
-        word = words.pop(0)
-        name, eq, value = word.partition("=")
-        if name != flag:
-            rest.append(word)
-            continue
-        if not eq:
-            value = words.pop(0) if words else ""
+    found, rest = flag_values(args, (flag,))
+    for _, value in found:
         if not value or value.startswith("-") or "=" in value:
             raise UserError(f"{command} {flag} {value}: needs a folder of records")
-        paths.append(Path(value).expanduser())
-    return paths, rest
+    return [Path(value).expanduser() for _, value in found], rest
 
 
 WANDB_SYNC_USAGE = """usage: grpo-ablate wandb-sync PATH [--dry-run]
