@@ -139,17 +139,19 @@ def cmd_plan(args: list[str]) -> int:
     if cl.asked_for_help(args, cl.PLAN_USAGE):
         return 0
     folders, args = cl.path_options("plan", args, "--from")
+    pilot_here = "--pilot-here" in args
+    args = [a for a in args if a != "--pilot-here"]
     opts, rest = cl.integer_options("plan", args, {k: v or 0 for k, v in cl.PLAN_DEFAULTS.items()})
     line = cl.parse_hydra_line(rest)
     if line.show or line.multirun:
         raise UserError("plan: allowed: [--pilot-steps K] [--length L] [--sims N] [--from PATH] "
-                        "and overrides")
+                        "[--pilot-here] and overrides")
     overrides = cl.with_default_sweep(line.overrides)
     from grpo_ablate.launch.estimate import forecast, render  # heavy: pandas, scipy
 
     length = opts["--length"] or None
     print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"], length,
-                          opts["--sims"], folders), length))
+                          opts["--sims"], folders, pilot_here), length))
     return 0
 
 

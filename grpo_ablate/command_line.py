@@ -146,15 +146,17 @@ not uploaded. Runs `wandb sync` (log in first); --dry-run prints what it would u
 
 PLAN_DEFAULTS = {"--pilot-steps": 3, "--length": None, "--sims": 200}
 PLAN_USAGE = """usage: grpo-ablate plan [--pilot-steps K] [--length L] [--sims N] [--from PATH]
-                        [overrides]
+                        [--pilot-here] [overrides]
 
 What a sweep (the same overrides as `grpo-ablate sweep`) will train and cost, before anything
 trains: its jobs, those recorded or in the run cache, an adaptive ladder's expected runs, one
-run's cost (from finished runs of the baseline's config, else a pilot on this machine) and the
-predicted wall time and GPU-hours under the chosen launcher (docs/guide.md, "Plan").
+run's cost and throughput (from finished runs of the baseline's config, else a pilot where the
+sweep's runs would go: Slurm jobs with launcher=slurm, else this machine) and the predicted
+wall time, GPU-hours and tokens under the chosen launcher (docs/guide.md, "Plan").
 
   --from PATH      cost one run from the finished records of the same model under PATH (an
                    earlier sweep, e.g. on the cluster) instead of a pilot; repeatable
+  --pilot-here     pilot on this machine even with launcher=slurm
 
   --pilot-steps K  optimizer steps of the longer pilot run (default 3; the shorter has 1)
   --length L       the expected mean completion length at scale, e.g. the 95th percentile

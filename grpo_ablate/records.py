@@ -45,7 +45,7 @@ class RunRecord:
     diagnostics: list[dict]
     steps: int
     wall_seconds: float
-    cost: dict[str, float]     # the budget: optimizer_steps, completions, completion_tokens, total_lr
+    cost: dict[str, float]     # the budget and the throughput (docs/contracts.md, `cost`)
     activity: dict[str, Any]   # how much the arm's trick acted: {acted, measure, details}
     versions: dict[str, str]
     git_sha: str | None
@@ -68,6 +68,11 @@ class RunRecord:
 
 
 KNOWN = {f.name for f in fields(RunRecord)}
+# The measured seconds in a record's `cost` (and what is computed from them): they differ
+# between two runs of one config, every other field of a record does not.
+TIMED_COST = ("eval_seconds", "generation_seconds", "step_seconds",
+              "generation_seconds_per_step", "training_seconds_per_step",
+              "tokens_per_second_per_device", "peak_gpu_mib")
 # Fields with a default were added after records existed: older records lack them.
 REQUIRED = {f.name for f in fields(RunRecord) if f.default is MISSING
             and f.default_factory is MISSING} | {"checksum"}

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from grpo_ablate import cli
-from grpo_ablate.launch.estimate import RunCost, launcher_of, overhead, wall_seconds
+from grpo_ablate.launch.estimate import launcher_of, overhead, wall_seconds
+from grpo_ablate.launch.run_cost import RunCost
 from grpo_ablate.stats.expected import expected_ladder_runs
 from grpo_ablate.stats.sequential import Design
 
@@ -30,6 +31,11 @@ def test_one_runs_cost_scales_its_steps_with_the_completion_length():
     assert cost.seconds(steps=10, evals_between=2, sampled_k=4, length=None) == 42.0  # greedy 1/5
     assert wall_seconds(5, per_run=10.0, workers=2, extra=3.0) == 33.0  # 3 rounds of 2
     assert wall_seconds(0, per_run=10.0, workers=2, extra=3.0) == 0.0
+    cost = RunCost(fixed=10.0, generation=2.0, training=2.0, eval_end=5.0, mean_length=100,
+                   source="test", prompt_tokens=3000, completion_tokens=5000, devices=2)
+    assert cost.tokens_per_step(None) == 8000 and cost.tokens_per_step(200) == 13000
+    assert cost.tokens_per_second_per_device(None) == 8000 / (4.0 * 2)
+    assert cost.tokens_per_second_per_device(200) == 13000 / (8.0 * 2)
     cost = RunCost(fixed=0, generation=0, training=0, eval_end=0, mean_length=1, source="t",
                    process_start=4.0, start_eval=1.0)
     assert overhead(cost, launches=3, seeds=5, workers=2) == 4 * 4.0 + math.ceil(5 / 2) * 1.0
@@ -40,6 +46,9 @@ def test_the_launcher_sets_how_many_runs_go_at_once():
     assert launcher_of(["launcher=joblib", "hydra.launcher.n_jobs=4"]).workers == 4
     assert launcher_of(["launcher=slurm"]).workers == 256
     assert launcher_of(["launcher=slurm", "hydra.launcher.array_parallelism=8"]).workers == 8
+    # the GPUs a Slurm job asks for, whether or not the planning (login) node has any
+    assert launcher_of(["launcher=slurm", "hydra.launcher.gpus_per_node=4"]).gpus_per_run == 4
+    assert launcher_of(["launcher=slurm"]).gpus_per_run == 0
 
 
 @pytest.mark.parametrize("flag", ["--pilot-steps 0", "--sims x", "--length -3"])
@@ -57,6 +66,7 @@ def test_plan_of_a_recorded_sweep_costs_runs_from_its_records(smoke_sweep, capsy
     text = capsys.readouterr().out
     assert "6 jobs (3 arms x 2 seeds); 6 recorded, 0 in the run cache, 0 to train" in text
     assert "finished run(s) of the baseline's config" in text and "pilot" not in text
+    assert "tokens/s per process" in text and "tokens a step (" in text
 
 
 @pytest.mark.slow
@@ -67,6 +77,7 @@ def test_plan_of_a_fresh_sweep_pilots_the_baseline(tiny_policy, tmp_path, capsys
     text = capsys.readouterr().out
     assert "a pilot of the baseline on this machine (1 and 3 steps" in text
     assert "runs at most: 6" in text and "peak memory of one run" in text
+    assert "tokens/s per process" in text and "of a step; one run" in text
     assert not (tmp_path / "smoke").exists()  # the plan trains nothing in the sweep folder
 
 
@@ -78,7 +89,7 @@ def test_a_pilot_that_cannot_run_here_is_refused_before_it_starts(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert "model=qwen2.5-7b (7.6B parameters): piloting it needs a CUDA device" in err[0]
-    assert "--from PATH" in err[0]
+    assert "--from PATH" in err[0] and "launcher=slurm" in err[0]
     assert not any(tmp_path.iterdir())
 
 
@@ -91,7 +102,7 @@ def test_the_parameter_count_a_pilot_is_judged_by_is_the_checkpoints_own(tiny_po
 
     from transformers import AutoModelForCausalLM
 
-    from grpo_ablate.launch.estimate import parameter_count, parameters_of
+    from grpo_ablate.launch.pilot import parameter_count, parameters_of
 
     path = str(tiny_policy)
     model = AutoModelForCausalLM.from_pretrained(path)

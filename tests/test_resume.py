@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grpo_ablate.records import TIMED_COST
 from grpo_ablate.training import checkpoint as checkpoint_module
 from grpo_ablate.training.checkpoint import (
     MANIFEST,
@@ -350,8 +351,8 @@ def the_run(out: Path) -> tuple[dict, str, Path]:
     for key in UNEQUAL:
         record.pop(key)
     record["notes"] = [n for n in record["notes"] if not n.startswith(INTERRUPTION_NOTES)]
-    for key in ("eval_seconds", "generation_seconds"):
-        record["cost"].pop(key)
+    for key in TIMED_COST:
+        record["cost"].pop(key, None)
     for key in ("sweep_name", "sweep_dir", "out_root"):
         record["config"].pop(key)
     record["config"]["faults"].pop("sleep_per_step")
@@ -581,8 +582,8 @@ def test_a_killed_parallel_sweep_resumes_its_runs_to_the_uninterrupted_records(t
             for key in UNEQUAL + ("origin",):
                 rec.pop(key, None)
             rec["notes"] = [n for n in rec["notes"] if not n.startswith(INTERRUPTION_NOTES)]
-            for key in ("eval_seconds", "generation_seconds"):
-                rec["cost"].pop(key)
+            for key in TIMED_COST:
+                rec["cost"].pop(key, None)
             for key in ("sweep_dir", "out_root", "run_cache", "checkpoint", "logger", "hydra"):
                 rec["config"].pop(key, None)
             rec["machine"].pop("threads")

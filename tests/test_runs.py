@@ -115,6 +115,28 @@ def test_record_has_contract_fields_history_and_cost(tiny_policy):
     assert rec.steps == base.steps == 6
 
 
+def test_the_throughput_fields_agree_with_counts_made_apart(tiny_policy):
+    """The record's tokens against TRL's own count (`num_tokens`: every prompt and completion
+    token it fed the model, from its attention masks) and the test's (completions per step x
+    their logged mean length, each step logged); its seconds against each other."""
+    rec, rows = train_one(spec())
+    cost = rec.cost
+    logged = [r for r in rows if "num_tokens" in r]
+    completion = sum(r["completions/mean_length"] * cost["completions_per_step"] for r in logged)
+    assert len(logged) == rec.steps == 6
+    assert cost["completion_tokens"] == pytest.approx(completion, abs=1e-6)
+    assert cost["prompt_tokens"] + cost["completion_tokens"] == logged[-1]["num_tokens"]
+    assert cost["prompt_tokens"] > cost["completions"]  # a prompt of several tokens each
+    assert 0 < cost["generation_seconds"] < cost["step_seconds"] < rec.wall_seconds
+    assert cost["devices"] == 1
+    per_step = cost["generation_seconds_per_step"] + cost["training_seconds_per_step"]
+    assert per_step == pytest.approx(cost["step_seconds"] / 6, abs=2e-4)
+    tokens, seconds = cost["prompt_tokens"] + cost["completion_tokens"], cost["step_seconds"]
+    # step_seconds is recorded to the millisecond; the rate from the unrounded seconds
+    assert tokens / (seconds + 5e-4) <= cost["tokens_per_second_per_device"] \
+        <= tokens / (seconds - 5e-4)
+
+
 @pytest.mark.parametrize("fault,reason", [("faults.nan_loss_at_step=3", "non-finite loss"),
                                           ("faults.kl_blowup_at_step=3", "KL")])
 def test_divergence_stops_the_run_with_a_complete_record(tiny_policy, fault, reason):

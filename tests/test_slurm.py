@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablate.records import TIMED_COST
+
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
@@ -97,20 +99,35 @@ def comparable(rec: dict) -> dict:
     rec = {k: v for k, v in rec.items() if k not in ("wall_seconds", "checksum", "notes",
                                                      "resumed_from", "sweep")}
     rec["cost"] = {k: v for k, v in rec["cost"].items()
-                   if k not in ("eval_seconds", "generation_seconds")}
+                   if k not in TIMED_COST}
     rec["config"] = {k: v for k, v in rec["config"].items()
                      if k not in ("sweep_name", "sweep_dir", "out_root", "faults", "hydra")}
     return rec
 
 
-def test_slurm_time_limit_requeues_and_the_run_resumes_to_the_uninterrupted_record(
+def newest_checkpoint(sweep_dir: Path) -> int:
+    """The newest mid-run checkpoint's step in a one-run sweep (0: none yet). A checkpoint
+    folder appears whole (renamed into place), so one that is listed is complete."""
+    steps = [int(p.name.removeprefix("step-"))
+             for p in sweep_dir.glob("runs/*/checkpoints/step-*")]
+    return max(steps, default=0)
+
+
+def running_job(name: str) -> str | None:
+    ids = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-n", name, "-o", "%i"],
+                         capture_output=True, text=True).stdout.split()
+    return ids[0] if ids else None
+
+
+def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_limit_fails_it(
         tmp_path, slurm, tiny_policy):
-    """A run that needs more than twice what its job's one-minute limit leaves for steps
-    (the signal comes 20 s early and each job loads the model first, so a job takes at most 7
-    of its 5-s steps): Slurm signals the job before the limit, submitit requeues it, and each
-    new job resumes from the newest checkpoint. The record equals the same run's in a job with
-    time to spare. A second sweep, allowed one requeue, ends with a failed record that says
-    why."""
+    """A run's job gets Slurm's requeue signal (SIGUSR2, what Slurm sends signal_delay_s before
+    a time limit; `scancel --signal` sends the same) twice, each time once the job has written
+    a checkpoint of its own: submitit requeues it and each new job resumes from the newest
+    checkpoint. The record and history equal the same run's in one job. A second sweep meets a
+    real two-minute time limit (Slurm signals 20 s before it, at the earliest 60 s before that,
+    by its own timing resolution: never before the job has installed its handler) with no
+    requeue allowed, and ends with a failed record that says why."""
     name = f"grpo-ablate-requeue-{os.getpid()}"
     run = ["trick=baseline", "seed=0", "checkpoint.every_steps=1", "run_cache=null",
            "eval.every_steps=0", "hydra.launcher.signal_delay_s=20"]
@@ -123,25 +140,38 @@ def test_slurm_time_limit_requeues_and_the_run_resumes_to_the_uninterrupted_reco
              f"out_root={tmp_path / out}", f"hydra.launcher.name={name}-{out}"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
 
-    cut = launch("cut", 1, 16, 20, 5)        # 80 s of steps, at most 35 s of them per job
-    short = launch("short", 1, 60, 1, 5)     # 300 s, one requeue allowed
+    short = launch("short", 2, 60, 0, 5)     # 300 s of steps against a 120 s limit
+    cut = launch("cut", 10, 10, 5, 1)
+    signal_at = [3, 6]                       # checkpoint steps after which the job is signalled
+    signalled: list[tuple[str, int]] = []
+    reference = None                         # the same run in one job, once the cut one is done
     t0 = time.perf_counter()
-    while (cut.poll() is None or short.poll() is None) and time.perf_counter() - t0 < 900:
+    while (reference is None or reference.poll() is None or short.poll() is None) \
+            and time.perf_counter() - t0 < 600:
+        job, step = running_job(f"{name}-cut"), newest_checkpoint(tmp_path / "cut" / "smoke")
+        if job and signal_at and step >= signal_at[0]:
+            subprocess.run(["scancel", "--signal=USR2", job], check=True)
+            signalled.append((job, step))
+            signal_at.pop(0)
+            while running_job(f"{name}-cut") and time.perf_counter() - t0 < 600:
+                time.sleep(0.5)  # until submitit has requeued it
+        if reference is None and cut.poll() is not None:
+            reference = launch("reference", 10, 10, 0, 0)
         release_requeued(f"{name}-cut")
         release_requeued(f"{name}-short")
-        time.sleep(2)
+        time.sleep(0.5)
     _, err = cut.communicate(timeout=60)
     assert cut.returncode == 0, err[-3000:]
+    _, ref_err = reference.communicate(timeout=60)
+    assert reference.returncode == 0, ref_err[-3000:]
     _, short_err = short.communicate(timeout=60)
     assert short.returncode == 0, short_err[-3000:]
-    reference = launch("reference", 10, 16, 0, 0)
-    _, ref_err = reference.communicate(timeout=600)
-    assert reference.returncode == 0, ref_err[-3000:]
 
+    assert len(signalled) == 2, signalled
     (rec,) = records(tmp_path / "cut" / "smoke").values()
     (ref,) = records(tmp_path / "reference" / "smoke").values()
     assert rec["status"] == "completed", rec["error"]
-    assert len(rec["resumed_from"]) >= 2, rec["resumed_from"]  # requeued at least twice
+    assert len(rec["resumed_from"]) == 2, rec["resumed_from"]  # requeued twice, resumed twice
     assert comparable(rec) == comparable(ref)
     run_dir = next((tmp_path / "cut" / "smoke" / "runs").iterdir())
     ref_dir = next((tmp_path / "reference" / "smoke" / "runs").iterdir())
@@ -149,3 +179,43 @@ def test_slurm_time_limit_requeues_and_the_run_resumes_to_the_uninterrupted_reco
 
     (failed,) = records(tmp_path / "short" / "smoke").values()
     assert failed["status"] == "failed" and "max_num_timeout" in failed["error"], failed["error"]
+
+
+def test_plan_pilots_as_slurm_jobs_of_the_sweeps_launcher(tmp_path, slurm, tiny_policy):
+    """`scripts/check_plan.py --launcher slurm --quick`: the plan's pilot goes to Slurm as
+    two jobs (accounting lists them under the launcher's name), the plan prints its figures,
+    the sweep runs on Slurm, and the script prints how far the prediction was. Nothing of the
+    pilot is left in the output folder."""
+    name = f"grpo-ablate-plan-{os.getpid()}"
+    res = subprocess.run([sys.executable, "scripts/check_plan.py", "--launcher", "slurm",
+                          "--quick", f"hydra.launcher.name={name}",
+                          "hydra.launcher.timeout_min=10"],
+                         capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "as two Slurm jobs of the sweep's launcher" in res.stderr
+    figures = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+    assert figures["actual_runs"] == "4" and figures["runs_in_range"] == "True"
+    assert float(figures["plan_per_run_seconds"]) > 0 and "plan_error" in figures
+    jobs = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobName,State", "-S", "now-1hours"],
+                          capture_output=True, text=True).stdout.splitlines()
+    pilots = [j for j in jobs if j.startswith(f"{name}-pilot-")]
+    assert len(pilots) == 2 and all(j.endswith("|COMPLETED") for j in pilots), jobs
+    assert figures["plan_cost_from"].startswith(f"a pilot of the baseline as Slurm jobs {name}")
+
+
+def test_a_plan_whose_slurm_pilot_fails_is_one_line(tmp_path, slurm, tiny_policy, capsys,
+                                                    monkeypatch):
+    """The pilot's Slurm jobs fail (a hub dataset on a machine without network): one line
+    naming the cause and the ways out, exit 2, no pilot folder left."""
+    from grpo_ablate import cli
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cli.main(["plan", "sweep=smoke", "task=gsm8k", "launcher=slurm",
+                     "hydra.launcher.timeout_min=10", f"out_root={tmp_path}",
+                     f"hydra.launcher.name=grpo-ablate-plan-fail-{os.getpid()}"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("grpo-ablate: error: plan: the pilot jobs of the baseline on Slurm "
+                            "failed (") and "--pilot-here" in error and "--from PATH" in error
+    assert "could not load split 'train'" in error, error
+    assert not any(tmp_path.iterdir())

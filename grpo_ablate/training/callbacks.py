@@ -42,6 +42,23 @@ class HistoryCallback(TrainerCallback):
             self.state.history.append(row)
 
 
+class StepClock(TrainerCallback):
+    """Seconds inside optimizer steps (sampling, scoring, forward, backward, the optimizer),
+    into the run state: the first callback, so no other callback's work at a step's end
+    (evaluations, checkpoints, pacing) is counted."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state, self._began = state, None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._began = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._began is not None:
+            self.state.step_seconds += time.perf_counter() - self._began
+            self._began = None
+
+
 class DivergenceGuard(TrainerCallback):
     """Stops the run at the first non-finite loss or runaway KL; the run is then recorded
     as `diverged` with its history up to that step."""

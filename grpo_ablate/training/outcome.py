@@ -52,6 +52,24 @@ def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
     )
 
 
+def throughput(counts: dict, steps: int, step_seconds: float, generation_seconds: float,
+               devices: int) -> dict[str, float]:
+    """The run's time per step, split into generation (sampling and scoring: rewards, the
+    old and reference log-probs) and training, and its throughput as verl defines
+    `perf/throughput`: prompt + completion tokens over step seconds x devices. `counts`
+    holds the whole run's prompt and completion tokens; the seconds are the first
+    process's."""
+    tokens = counts.get("prompt_tokens", 0) + counts.get("completion_tokens", 0)
+    per_step = step_seconds / steps if steps else 0.0
+    generation = generation_seconds / steps if steps else 0.0
+    return {"generation_seconds": round(generation_seconds, 3),
+            "step_seconds": round(step_seconds, 3), "devices": devices,
+            "generation_seconds_per_step": round(generation, 4),
+            "training_seconds_per_step": round(max(0.0, per_step - generation), 4),
+            "tokens_per_second_per_device": round(tokens / (step_seconds * devices), 2)
+            if step_seconds > 0 else 0.0}
+
+
 def final_metrics(state: RunState) -> dict[str, float]:
     """eval/<name> of the arm's policy at the last eval (the EMA weights when EMA is on),
     the SFT start for reference, and raw/eval/<name> for the raw weights beside EMA."""

@@ -14,7 +14,7 @@ from typing import Any
 
 
 def _no_cost() -> dict[str, int]:
-    return {"completions": 0, "completion_tokens": 0}
+    return {"completions": 0, "completion_tokens": 0, "prompt_tokens": 0}
 
 
 @dataclass
@@ -26,7 +26,8 @@ class RunState:
     activity: Counter = field(default_factory=Counter)   # how often each hook trick acted
     cost: dict[str, int] = field(default_factory=_no_cost)  # this process's completions, tokens
     eval_seconds: float = 0.0
-    generation_seconds: float = 0.0
+    generation_seconds: float = 0.0            # sampling and scoring, inside the steps
+    step_seconds: float = 0.0                  # inside optimizer steps (generation included)
     guard_reason: str | None = None            # why the divergence guard stopped the run
     notes: list[str] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)  # steps of the checkpoints resumed

@@ -30,6 +30,7 @@ from grpo_ablate.training.callbacks import (
     DivergenceGuard,
     EvalCallback,
     HistoryCallback,
+    StepClock,
 )
 from grpo_ablate.training.checkpoint import (
     PREFIX,
@@ -40,7 +41,12 @@ from grpo_ablate.training.checkpoint import (
     run_checkpoints,
 )
 from grpo_ablate.training.faults import FaultInjection, PacingCallback
-from grpo_ablate.training.outcome import final_metrics, make_record, run_machine
+from grpo_ablate.training.outcome import (
+    final_metrics,
+    make_record,
+    run_machine,
+    throughput,
+)
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
 from grpo_ablate.training.tricks import (
@@ -84,7 +90,9 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
     if checkpoints is not None:
         callbacks = [*callbacks, checkpoints[1]]
     faults = FaultInjection(cfg["faults"])
-    callbacks = [faults, *callbacks]  # first: a KL blow-up rewrites what the others read
+    # The clock first (no other callback's work timed), then the faults: a KL blow-up
+    # rewrites what the others read.
+    callbacks = [StepClock(state), faults, *callbacks]
     rewards = [faults.wrap_reward(make_reward_function(task, state.cost))]
     soft = cfg["hooks"].get("soft_overlong")
     if soft is not None:  # TRL's function as a second reward, at its weight
@@ -221,7 +229,9 @@ def finish_record(spec: RunSpec, state: RunState, trainer, status: str, error: s
     if trainer is not None and status != "failed":
         state.cost = sum_over_processes(state.cost)  # each process counted its own completions
         state.cost["eval_seconds"] = round(state.eval_seconds, 3)
-        state.cost["generation_seconds"] = round(state.generation_seconds, 3)
+        state.cost.update(throughput(state.cost, trainer.state.global_step, state.step_seconds,
+                                     state.generation_seconds,
+                                     trainer.accelerator.num_processes))
         if torch.cuda.is_available():  # what `grpo-ablate plan` prints beside the device's
             state.cost["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     if state.resumed_from:

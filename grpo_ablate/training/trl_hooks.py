@@ -353,7 +353,7 @@ class AblationGRPOTrainer(GRPOTrainer):
     # -- advantages and loss mask: after TRL's group z-score ------------------------------
     def _generate_and_score_completions(self, inputs):
         start = time.perf_counter()
-        out = super()._generate_and_score_completions(inputs)
+        out = self._sampled(inputs)
         hooks = self.ablation_hooks
         mode = "train" if self.model.training else "eval"
         if hooks.get("dynamic_sampling") and mode == "train":
@@ -382,6 +382,16 @@ class AblationGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["filter/frac_dropped"].append(dropped)
         return out
 
+    def _sampled(self, inputs):
+        """TRL's sampling and scoring of one batch; its prompt tokens counted (the completion
+        tokens are counted by the reward, train.py), each completion's prompt once, as verl
+        counts its throughput."""
+        out = super()._generate_and_score_completions(inputs)
+        if self.model.training:
+            cost = self.run_state.cost
+            cost["prompt_tokens"] = cost.get("prompt_tokens", 0) + int(out["prompt_mask"].sum())
+        return out
+
     # -- dynamic sampling (DAPO): more rounds until the step's groups have varied rewards --
     def _dynamic_sampling(self, inputs: list[dict], first: dict, max_rounds: int) -> dict:
         """Over-sample prompts (seeded by the run's seed and the step) until the step holds
@@ -395,7 +405,7 @@ class AblationGRPOTrainer(GRPOTrainer):
                 and len(outs) < max_rounds:
             picks = torch.randint(len(self.train_dataset), (needed,), generator=gen).tolist()
             extra = [self.train_dataset[i] for i in picks for _ in range(group)]
-            outs.append(super()._generate_and_score_completions(extra))
+            outs.append(self._sampled(extra))
             rewards.append(self._shaped_rewards.detach().cpu())
         kept, capped = keep_groups(rewards, group, needed)
         self.activity["dynamic_steps"] += 1
