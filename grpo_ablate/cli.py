@@ -7,6 +7,8 @@
   grpo-ablate fetch [overrides]      build or fetch a run's starting checkpoint ahead of time
   grpo-ablate plan [overrides]       what a sweep will train and cost, before it starts
   grpo-ablate wandb-sync PATH        upload a sweep's offline W&B runs, one history per run
+  grpo-ablate recipe PATH            a finished sweep's recommended recipe, as a trick file
+  grpo-ablate confirm PATH           that recipe run against the baseline: verdict, additivity
   grpo-ablate --version
 
 `run` and `sweep` take Hydra's flags as a plain Hydra app does (--cfg, --info, --help,
@@ -20,6 +22,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 
 from grpo_ablate import __version__
 from grpo_ablate import command_line as cl
@@ -73,8 +76,56 @@ def cmd_sweep(args: list[str]) -> int:
     return _sweep(cl.parse_hydra_line(args), default_sweep=True)
 
 
-def _sweep(line: cl.HydraLine, default_sweep: bool) -> int:
+def cmd_recipe(args: list[str]) -> int:
+    """A finished sweep's recommended recipe as a trick file and as an override line."""
+    if cl.asked_for_help(args, cl.RECIPE_USAGE):
+        return 0
+    path, line = cl.path_and_line("recipe", args, cl.RECIPE_USAGE)
+    if line.overrides or line.show or line.multirun:
+        raise UserError("recipe: allowed: PATH [--config-dir DIR]")
+    from grpo_ablate.report.recipe import read_report, recipe_comment, recipe_name, recipe_of
+
+    report = read_report(path)
+    combined = recipe_of(report, recipe_name(path), line.config_dirs)
+    print(combined.trick_yaml(recipe_comment(report, path, combined)), end="")
+    print(f"# as overrides of the baseline:\n#   {combined.override_line()}")
+    print(f"# kept as <DIR>/trick/{combined.name}.yaml: grpo-ablate sweep --config-dir DIR "
+          f"trick=baseline,{combined.name}")
+    return 0
+
+
+def cmd_confirm(args: list[str]) -> int:
+    """The recipe of a finished sweep against its baseline (launch/confirm.py)."""
+    if cl.asked_for_help(args, cl.CONFIRM_USAGE):
+        return 0
+    path, line = cl.path_and_line("confirm", args, cl.CONFIRM_USAGE)
+    if line.show or line.multirun:
+        raise UserError("confirm: allowed: PATH [--config-dir DIR] [overrides]")
+    from grpo_ablate.launch.confirm import confirmation, write_trick_file
+    from grpo_ablate.report.recipe import read_report
+
+    c = confirmation(path, line.overrides, line.config_dirs, line.search_overrides)
+    written = write_trick_file(c, path.resolve(), read_report(path))
+    say(f"confirm: the recipe {c.recipe.name} = {', '.join(c.recipe.tricks)} against the "
+        f"baseline, into {c.sweep_dir} (its trick file: {c.trick_file})")
+    confirm_line = cl.HydraLine(overrides=c.overrides,
+                                config_dirs=[*line.config_dirs, str(c.config_dir)])
+    try:
+        return _sweep(confirm_line, default_sweep=False, report=c.report)
+    except UserError:
+        if written and not any(c.sweep_dir.glob("runs/*")):  # refused before any run: undone
+            c.trick_file.unlink(missing_ok=True)
+        raise
+
+
+def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None) -> int:
     overrides = cl.with_default_sweep(line.overrides) if default_sweep else line.overrides
+    from grpo_ablate.launch.pair import pair_sweep
+
+    overrides, pair_dir = pair_sweep(overrides, line.search_overrides)
+    if pair_dir is not None:  # the pair's combined trick file goes on the search path
+        line = replace(line, overrides=overrides,
+                       config_dirs=[*line.config_dirs, str(pair_dir)])
     search = line.search_overrides
     if line.wants_help:
         return _show(line, overrides)
@@ -86,11 +137,17 @@ def _sweep(line: cl.HydraLine, default_sweep: bool) -> int:
     composer = Composer()  # shared by the rungs of an adaptive sweep
     specs = specs_for([*search, *overrides], multirun=True, composer=composer)
     from grpo_ablate.launch.driver import LaunchSettings, run_sweep  # heavy: pandas, scipy
+    from grpo_ablate.report.settings import ReportSettings
 
+    settings = None
+    if report is not None:  # the sweep's own settings, with what the caller asks beside
+        own = ReportSettings.for_logger(specs[0].config["logger"])
+        settings = ReportSettings(**{**own.__dict__, **report})
     return run_sweep(specs, LaunchSettings(
         overrides,
         launch=lambda o: _hydra([*line.flags(), *o, *ONE_LAUNCH], multirun=True),
-        compose=lambda o: specs_for([*search, *o], multirun=True, composer=composer)))
+        compose=lambda o: specs_for([*search, *o], multirun=True, composer=composer)),
+        settings)
 
 
 def cmd_report(args: list[str]) -> int:
@@ -108,8 +165,22 @@ def cmd_tricks(args: list[str]) -> int:
 
 
 def cmd_demo(args: list[str]) -> int:
+    """The demo sweep, then the confirmation of its recommended recipe."""
     t0 = time.perf_counter()
     code = cmd_sweep(["sweep=demo", *cl.demo_launcher(args), *args])
+    swept = time.perf_counter()
+    print(f"demo: sweep finished in {swept - t0:.0f}s", file=sys.stderr)
+    if code == 0:
+        given = dict(a.split("=", 1) for a in args if "=" in a and not a.startswith("-"))
+        from pathlib import Path
+
+        folder = Path(given.get("out_root", "outputs")) / given.get("sweep_name", "demo")
+        try:
+            code = cmd_confirm([str(folder)])
+        except UserError as exc:  # a recipe of nothing: there is nothing to confirm
+            print(f"demo: no recipe to confirm: {exc}", file=sys.stderr)
+        print(f"demo: the recipe's confirmation took {time.perf_counter() - swept:.0f}s",
+              file=sys.stderr)
     print(f"demo finished in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     return code
 
@@ -172,7 +243,7 @@ def cmd_wandb_sync(args: list[str]) -> int:
 
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "report": cmd_report, "tricks": cmd_tricks,
             "demo": cmd_demo, "lengths": cmd_lengths, "fetch": cmd_fetch, "plan": cmd_plan,
-            "wandb-sync": cmd_wandb_sync}
+            "wandb-sync": cmd_wandb_sync, "recipe": cmd_recipe, "confirm": cmd_confirm}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -164,6 +164,34 @@ wall time, GPU-hours and tokens under the chosen launcher (docs/guide.md, "Plan"
   --sims N         simulated sweeps per scenario for the adaptive ladder (default 200)"""
 
 
+RECIPE_USAGE = """usage: grpo-ablate recipe PATH [--config-dir DIR]
+
+The recommended recipe of the finished sweep in PATH (its report.json), as one trick file: the
+baseline with every trick the report keeps (it improves) and without every component it shows
+safe to drop where that removal is a trick (`kl_off`: the recipe runs without KL). Of two arms
+of one family the better-supported one is applied. Prints the file (keep it as
+DIR/trick/recipe_<sweep>.yaml) and the same settings as overrides (docs/verdicts.md,
+"The recipe, confirmed")."""
+
+CONFIRM_USAGE = """usage: grpo-ablate confirm PATH [--config-dir DIR] [overrides]
+
+Runs the recommended recipe of the finished sweep in PATH against its baseline, on the
+baseline's seeds (an adaptive sweep: its ladder), with the sweep's own model, task, launcher
+and run cache, into PATH/confirm/ (the sweep's W&B group). Its report gives the recipe's
+verdict and whether the tricks add up: its effect beside the sum of their single-trick
+effects. Overrides after PATH change the confirmation (seed=range(0,10), launcher=slurm)."""
+
+
+def path_and_line(command: str, args: list[str], usage: str) -> tuple[Path, HydraLine]:
+    """PATH first, then a Hydra line (--config-dir DIR and overrides)."""
+    if not args or args[0].startswith("-") or "=" in args[0]:
+        raise UserError(f"{command}: a sweep folder first; {usage.splitlines()[0]}")
+    path = Path(args[0])
+    if not path.is_dir():
+        raise UserError(f"{command} {path}: no such folder; allowed: a finished sweep's folder")
+    return path, parse_hydra_line(args[1:])
+
+
 def asked_for_help(args: list[str], usage: str) -> bool:
     """`-h`/`--help` anywhere on the line: the usage is printed."""
     if any(a in ("-h", "--help") for a in args):

@@ -18,12 +18,18 @@ def prior_of(trick: dict) -> str | None:
     return trick.get("prior") or trick.get("verdict")  # `verdict`: the old spelling
 
 
-def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:
-    """Every arm's metadata, baseline first; a user's file overrides a packaged one of the
-    same name, as Hydra's search path does."""
+def trick_paths(config_dirs: list[str] | None = None) -> dict[str, Path]:
+    """Every trick file by name; a user's file overrides a packaged one of the same name, as
+    Hydra's search path does."""
     files = {p.stem: p for p in sorted((CONF_DIR / "trick").glob("*.yaml"))}
     for folder in config_dirs or []:
         files.update({p.stem: p for p in sorted((Path(folder) / "trick").glob("*.yaml"))})
+    return files
+
+
+def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:
+    """Every arm's metadata, baseline first."""
+    files = trick_paths(config_dirs)
     # Plain YAML, not OmegaConf: the metadata is literal text, and a report reads every file.
     tricks = [(yaml.safe_load(p.read_text()) or {}).get("trick") or {} for p in files.values()]
     tricks = [t for t in tricks if "id" in t]  # a former name's file holds only `called_as`

@@ -198,7 +198,8 @@ SCHEMA: dict[str, Any] = {
     # read); claim and source: a paper's (the variants); modules: a hook trick's own modules
     # (grpo_ablate/hook_tricks.py); formerly: a renamed trick's first name (its run ids keep
     # it); called_as: set by a former name's file, for the notice; against: the arm it is
-    # compared with (default: baseline), one it can act on.
+    # compared with (default: baseline), one it can act on; composed_of: the tricks a
+    # combined trick (a sweep's recipe, a pair) applies together.
     "trick": {
         "id": ANY,
         "family": ANY,
@@ -214,6 +215,7 @@ SCHEMA: dict[str, Any] = {
         "claim": ANY,
         "source": ANY,
         "against": ANY,
+        "composed_of": ANY,  # a combined trick's tricks (config/combination.py)
     },
     "logger": {
         "backend": one_of("none", "wandb"),

@@ -55,6 +55,9 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     p.add_argument("--out", default=d.out,
                    help="output folder (default: PATH for one sweep folder, beside a CSV; "
                         "required for several folders)")
+    p.add_argument("--components-from", action="append", default=[], metavar="PATH",
+                   help="a sweep folder (or CSV) holding the single-trick runs of a combined "
+                        "arm (`composed_of`), for its additivity only; repeatable")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--wandb", choices=["offline", "online"], default=d.wandb,
                    help="also write the W&B summary run (verdict table, figures, report)")
@@ -71,7 +74,8 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
         correction=ns.correction, min_effect=ns.min_effect, inert_below=ns.inert_below,
         scope=ns.scope,
         out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
-        wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity)
+        wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity,
+        components_from=tuple(ns.components_from))
     if (len(ns.path) > 1 or any(glob_magic(p) for p in ns.path)) and ns.out is None:
         raise UserError("report: several sweep folders need --out DIR for the combined report")
     return ns.path, settings, ns.wandb_publish
@@ -107,6 +111,18 @@ def with_adaptive_plan(paths: list, settings: Settings) -> tuple[Settings, str |
         return settings, (f"the adaptive plan decides on {plan.metric}: verdicts on "
                           f"{settings.metric} are fixed-n, ignoring the optional stopping")
     return replace(settings, sequential=plan), None
+
+
+def additivity_of(df, report: dict, settings: ReportSettings) -> list[dict]:
+    """Each combined arm's effect beside the sum of its tricks' (stats/additivity.py), the
+    single-trick runs from this report's folders and `components_from`."""
+    from grpo_ablate.stats.additivity import combinations_in
+
+    components = None
+    if settings.components_from:
+        components, _ = load_results([Path(p) for p in settings.components_from])
+    return combinations_in(df, report["metric"], settings.baseline, report["min_effect"],
+                           report["alpha"], components)
 
 
 def baseline_departures(df, baseline: str) -> list[str]:
@@ -177,6 +193,7 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     report["warnings"] = warnings
     report["recipe_departures"] = baseline_departures(df, settings.baseline)
     report["priors"] = arm_priors(df)
+    report["additivity"] = additivity_of(df, report, settings)
     figures = []
     if settings.figures:
         from grpo_ablate.report.figures import write_figures

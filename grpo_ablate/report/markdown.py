@@ -99,6 +99,8 @@ def render_markdown(report: dict, figures: list[str]) -> str:
         lines += [f"- {s['model']}/{s['task']}: {s['runs']} runs of {', '.join(s['arms'])}; no "
                   f"`{report['baseline']}` runs to compare with"
                   for s in report["strata_without_baseline"]]
+    if report.get("additivity"):
+        lines += _additivity(report)
     if report.get("recipe_departures"):
         lines += section("Where the baseline departs from the review's recipe")
         lines += [f"- {d}" for d in report["recipe_departures"]]
@@ -346,6 +348,25 @@ def _recipe(st: dict) -> list[str]:
             f"- Avoid (significantly harms): {', '.join(r['avoid']) or '-'}",
             f"- Not tested here (the trick hardly acted): {', '.join(r['untested']) or '-'}",
             f"- Undecided: {und or '-'}"]
+
+
+def _additivity(report: dict) -> list[str]:
+    """Does each combined arm's effect equal the sum of its tricks' single-trick effects?"""
+    lines = [*section("Do the tricks add up?"),
+             "A combined arm's difference from the baseline beside the sum of its tricks' "
+             "single-trick differences, per matched seed; the interaction is their difference "
+             f"(95% t interval over the seeds; 'adds up' within +-{report['min_effect']:g})."]
+    for a in report["additivity"]:
+        head = f"- {a['arm']} ({' + '.join(a['composed_of'])}), {a['model']}/{a['task']}"
+        if a["observed"] is None:
+            lines.append(f"{head}: no seed with every run ({', '.join(a['missing']) or 'the combination'} "
+                         f"missing): {a['sentence']}")
+            continue
+        ci = f" [{a['ci_low']:+.4f}, {a['ci_high']:+.4f}]" if a["ci_low"] is not None else ""
+        lines.append(f"{head}, {a['seeds']} seed(s): observed {a['observed']:+.4f}, the sum of "
+                     f"the single-trick effects {a['predicted']:+.4f}; interaction "
+                     f"{a['difference']:+.4f}{ci}: **{a['sentence']}**")
+    return lines
 
 
 def _diag(st: dict) -> list[str]:

@@ -28,6 +28,9 @@ class ReportSettings:
     wandb: str | None = None          # offline | online: also the W&B summary run
     wandb_project: str = "grpo-ablate"
     wandb_entity: str | None = None
+    # Folders whose single-trick runs a combined arm's additivity reads (a confirmation's
+    # sweep): read for that alone, never for verdicts.
+    components_from: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:

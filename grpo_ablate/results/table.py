@@ -19,13 +19,13 @@ from grpo_ablate.config.catalog import former_names, prior_of
 from grpo_ablate.config.identity import computation_key
 from grpo_ablate.config.review import recipe_departures
 from grpo_ablate.errors import UserError
-from grpo_ablate.records import STATUSES, scan_records
+from grpo_ablate.records import STATUSES, TIMED_COST, scan_records
 from grpo_ablate.runtime import describe_machine
 from grpo_ablate.stats.columns import ID_COLUMNS
 
 # Where and how fast a run went, not what it computed: two records of one run may differ here.
-TIMINGS = ("run_id", "sweep_dir", "wall_seconds", "budget/wall_seconds", "budget/eval_seconds",
-           "budget/generation_seconds", "machine", "machine_id")
+TIMINGS = ("run_id", "sweep_dir", "wall_seconds", "budget/wall_seconds", "machine", "machine_id",
+           *(f"budget/{k}" for k in TIMED_COST))
 KEY = ["model", "task", "arm", "seed"]
 # A record's per-prompt columns (records.RunRecord.prompts) -> the run metric they average to.
 PROMPT_METRICS = {"greedy": "eval/accuracy", "sampled": "eval/sampled_accuracy",
@@ -41,6 +41,8 @@ def records_table(records) -> pd.DataFrame:
                "config_key": computation_key(r.config) if r.config else None,
                "recipe_departures": "; ".join(recipe_departures(r.config)),
                "against": ((r.config or {}).get("trick") or {}).get("against"),
+               "composed_of": "+".join(((r.config or {}).get("trick") or {}).get(
+                   "composed_of") or []) or None,
                "prior": prior_of((r.config or {}).get("trick") or {}),
                "diagnostic_rules": ",".join(sorted({d["rule"] for d in r.diagnostics})),
                "wall_seconds": r.wall_seconds,
