@@ -95,6 +95,29 @@ def report_of(tmp_path, capsys, *flags):
     return json.loads((out / "report.json").read_text()), (out / "report.md").read_text()
 
 
+def test_the_scope_line_says_why_seeds_are_the_only_chance(tmp_path, capsys):
+    """Per-prompt outcomes whose differences have no spread (the arm equals the baseline on
+    every seed and prompt) are not "no per-prompt outcomes"; a CSV without prompts is."""
+    rows = [(arm, s, f"q{j}", 0.4 + 0.01 * j) for arm in ("baseline", "x") for s in range(3)
+            for j in range(5)]
+    pd.DataFrame(rows, columns=["arm", "seed", "prompt", "eval/accuracy"]).to_csv(
+        tmp_path / "same.csv", index=False)
+    wide = pd.DataFrame(rows, columns=["arm", "seed", "prompt", "eval/accuracy"])
+    wide.groupby(["arm", "seed"], as_index=False)["eval/accuracy"].mean().to_csv(
+        tmp_path / "wide.csv", index=False)
+    scopes = {}
+    for name in ("same", "wide"):
+        out = tmp_path / f"out-{name}"
+        assert main(["report", str(tmp_path / f"{name}.csv"), "--no-figures", "--out",
+                     str(out)]) == 0
+        scopes[name] = json.loads((out / "report.json").read_text())["strata"][0]["scope"]
+        md = (out / "report.md").read_text()
+        assert ("carry per-prompt outcomes, but no arm's difference" in md) == (name == "same")
+    capsys.readouterr()
+    assert scopes == {"same": "prompts (no spread to split)",
+                      "wide": "prompts (no per-prompt outcomes)"}
+
+
 def test_a_long_csv_is_judged_for_the_task_by_default_and_on_its_prompts_when_asked(
         tmp_path, capsys):
     rep, md = report_of(tmp_path, capsys)

@@ -149,6 +149,11 @@ SCOPES = {
                "was asked for, but the runs carry no per-prompt outcomes (records written "
                "before them, or a CSV without a `prompt` column), so seeds are the only "
                "source of chance here.",
+    "prompts (no spread to split)": "- Scope: **these held-out prompts**: the task scope was "
+               "asked for and the runs carry per-prompt outcomes, but no arm's difference "
+               "from the baseline has a spread to split between seeds and prompts (it is the "
+               "same on every one, or there are too few), so seeds are the only source of "
+               "chance here.",
 }
 
 

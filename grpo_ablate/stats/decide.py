@@ -421,12 +421,14 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
 def scope_in_force(scope: str, arms: list[dict], have_prompts: bool) -> str:
     """What the stratum's verdicts generalise to: `task` (seeds and prompts as chance),
     `prompts` (these held-out prompts, as asked, or as an adaptive plan declared), or
-    `prompts (no per-prompt outcomes)`."""
+    `prompts (no per-prompt outcomes)`, or `prompts (no spread to split)` where the runs
+    carry them but no arm's difference has a spread (each the same on every seed and
+    prompt, or too few of them)."""
     if scope == "prompts":
         return "prompts"
     if have_prompts and any(a.get("variance") for a in arms):
         return "task"
-    return "prompts (no per-prompt outcomes)"
+    return "prompts (no spread to split)" if have_prompts else "prompts (no per-prompt outcomes)"
 
 
 def beside_verdicts(st: Stratum, s: Settings, arms: list[dict]) -> dict:
