@@ -10,6 +10,7 @@ trainer.py   the trainer section is TRL's GRPOConfig: its fields, its kwargs, TR
 identity.py  run_id (what changes the computation), computation_key, RunSpec
 compose.py   Hydra composition, override parsing, a sweep's jobs, validation
 catalog.py   the trick catalog, read from the trick files
+combination.py  tricks applied together as one trick file (a recipe, a pair)
 review.py    the source review's recipe as data, and where a config departs from it
 """
 

@@ -9,4 +9,9 @@ adaptive.py         the adaptive seed ladder: next rung from the records, the ru
 distributed.py      one run on N processes (accelerate launch); GPUs reserved per run
 slurm.py            Slurm jobs that end without a record are recorded failed
 hydra_callbacks.py  the statistics stage when another sweeper's Hydra multirun ends
+estimate.py         `plan`: a sweep's runs, wall time, GPU-hours and tokens before it starts
+run_cost.py         one run's cost and throughput from finished records
+pilot.py            `plan`'s pilot runs: here, or as Slurm jobs of the sweep's launcher
+confirm.py          `confirm`: a sweep's recommended recipe run against its baseline
+pair.py             `sweep=pair pair=[A,B]`: the 2x2 factorial of two tricks
 """

@@ -13,5 +13,6 @@ accounting.py   what sits beside a verdict: activity, budget, EMA vs raw, the si
 waiting.py      what an open verdict waits on, and the seeds that would settle it
 sequential.py   the adaptive ladder's spending boundaries and looks
 expected.py     an adaptive ladder's expected runs, by simulation (for `plan`)
+additivity.py   whether a combination's effect is the sum of its tricks' effects
 errors.py       SettingError, ResultsError
 """
