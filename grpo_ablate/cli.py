@@ -102,10 +102,9 @@ def cmd_confirm(args: list[str]) -> int:
     if line.show or line.multirun:
         raise UserError("confirm: allowed: PATH [--config-dir DIR] [overrides]")
     from grpo_ablate.launch.confirm import confirmation, write_trick_file
-    from grpo_ablate.report.recipe import read_report
 
     c = confirmation(path, line.overrides, line.config_dirs, line.search_overrides)
-    written = write_trick_file(c, path.resolve(), read_report(path))
+    written = write_trick_file(c)
     say(f"confirm: the recipe {c.recipe.name} = {', '.join(c.recipe.tricks)} against the "
         f"baseline, into {c.sweep_dir} (its trick file: {c.trick_file})")
     confirm_line = cl.HydraLine(overrides=c.overrides,
@@ -141,8 +140,7 @@ def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None) 
 
     settings = None
     if report is not None:  # the sweep's own settings, with what the caller asks beside
-        own = ReportSettings.for_logger(specs[0].config["logger"])
-        settings = ReportSettings(**{**own.__dict__, **report})
+        settings = replace(ReportSettings.for_logger(specs[0].config["logger"]), **report)
     return run_sweep(specs, LaunchSettings(
         overrides,
         launch=lambda o: _hydra([*line.flags(), *o, *ONE_LAUNCH], multirun=True),

@@ -28,6 +28,7 @@ CONFIRM_SETS = ("trick", "seed", "sweep_name", "sweep_dir", "out_root")
 class Confirmation:
     recipe: Combination
     trick_file: Path
+    trick_text: str                # the trick file, its header saying where it came from
     overrides: list[str]           # the confirmation sweep's, the recipe's config dir aside
     config_dir: Path
     sweep_dir: Path
@@ -83,6 +84,7 @@ def confirmation(path: Path, extra: list[str], config_dirs: list[str],
         arms.append(f"seed={','.join(map(str, seeds))}")
     return Confirmation(
         recipe=combined, trick_file=config_dir / "trick" / f"{name}.yaml",
+        trick_text=combined.trick_yaml(recipe_comment(report, path, combined)),
         overrides=[*overrides, *arms], config_dir=config_dir, sweep_dir=sweep_dir,
         report={"metric": report["metric"], "baseline": report["baseline"],
                 "alpha": report["alpha"], "correction": report["correction"],
@@ -90,13 +92,11 @@ def confirmation(path: Path, extra: list[str], config_dirs: list[str],
                 "scope": report.get("scope", "task"), "components_from": (str(path),)})
 
 
-def write_trick_file(c: Confirmation, path: Path, report: dict) -> bool:
+def write_trick_file(c: Confirmation) -> bool:
     """The recipe's trick file in the confirmation's config dir; False when it was there
     already with the same settings (a confirmation run again)."""
-    text = c.recipe.trick_yaml(recipe_comment(report, path, c.recipe))
-    if c.trick_file.is_file():
-        have = yaml.safe_load(c.trick_file.read_text())
-        if have == yaml.safe_load(text):
-            return False
-    atomic_write_text(c.trick_file, text)
+    if c.trick_file.is_file() and \
+            yaml.safe_load(c.trick_file.read_text()) == yaml.safe_load(c.trick_text):
+        return False
+    atomic_write_text(c.trick_file, c.trick_text)
     return True
