@@ -69,6 +69,27 @@ def test_plan_of_a_recorded_sweep_costs_runs_from_its_records(smoke_sweep, capsy
     assert "tokens/s per process" in text and "tokens a step (" in text
 
 
+def _pilot_record(wall: float, generation: float, step: float, steps: int):
+    from types import SimpleNamespace
+    return SimpleNamespace(wall_seconds=wall, steps=steps, cost={
+        "generation_seconds": generation, "step_seconds": step, "eval_seconds": 1.0,
+        "completion_tokens": 64 * steps, "completions": 8 * steps, "prompt_tokens": 40 * steps,
+        "devices": 1})
+
+
+def test_a_pilots_step_is_the_marginal_cost_and_never_free_when_noise_reverses_it():
+    from grpo_ablate.launch.pilot import two_run_cost
+    a = _pilot_record(wall=10.0, generation=1.5, step=2.0, steps=1)  # a slow first step
+    b = _pilot_record(wall=11.0, generation=2.5, step=4.0, steps=3)
+    cost = two_run_cost(a, b, 2, "test")
+    assert (cost.generation, cost.training) == (0.5, 0.5)  # (2.5-1.5)/2 and (1.5-0.5)/2
+    # The 3-step run measured faster than the 1-step one (a busy machine): its own mean.
+    fast = _pilot_record(wall=9.0, generation=1.2, step=1.6, steps=3)
+    cost = two_run_cost(a, fast, 2, "test")
+    assert cost.generation == pytest.approx(1.2 / 3) and cost.training == pytest.approx(0.4 / 3)
+    assert cost.tokens_per_second_per_device(None) > 0
+
+
 @pytest.mark.slow
 def test_plan_of_a_fresh_sweep_pilots_the_baseline(tiny_policy, tmp_path, capsys):
     assert cli.main(["plan", "sweep=smoke", f"out_root={tmp_path}", "--pilot-steps", "2",

@@ -1,10 +1,10 @@
 """The pilot of `grpo-ablate plan` where no records give a run's cost: two short runs of the
 baseline (1 and 1 + k optimizer steps), whose difference is the cost of k steps (generation
-and training apart) and whose remainder is the fixed cost of a run (model load, the held-out
-evaluation at the end). They run where the sweep's runs would: as Slurm jobs on the sweep's
-partition and resources with `launcher=slurm`, else on this machine at the launcher's thread
-share, refused before they start where they cannot run here (a policy of a billion parameters
-without a CUDA device, or over the machine's memory)."""
+and training apart, measured inside the optimizer steps) and whose remainder is the fixed cost
+of a run (model load, the held-out evaluation at the end). They run where the sweep's runs
+would: as Slurm jobs on the sweep's partition and resources with `launcher=slurm`, else on
+this machine at the launcher's thread share, refused before they start where they cannot run
+here (a policy of a billion parameters without a CUDA device, or over the machine's memory)."""
 
 from __future__ import annotations
 
@@ -27,12 +27,26 @@ PILOT_SETS = ("trick", "seed", "sweep", "launcher", "out_root", "run_cache", "sw
               "adaptive", "adaptive.enabled")
 
 
+def per_step(a: float, b: float, steps: int) -> float:
+    """Seconds a step from a quantity measured in the 1-step run (a) and the 1+steps run (b):
+    their difference, which leaves out the first step's warm-up, where timing noise leaves it
+    positive; else b's mean over its steps (a short pilot on a busy machine can measure the
+    longer run faster, and a step is never free)."""
+    marginal = (b - a) / steps
+    return marginal if marginal > 0 else max(0.0, b) / (1 + steps)
+
+
 def two_run_cost(ra, rb, steps: int, source: str, **measured) -> RunCost:
     """One run's cost from the pilot's two records, of 1 and 1 + steps optimizer steps."""
-    gen = max(0.0, (rb.cost["generation_seconds"] - ra.cost["generation_seconds"]) / steps)
-    train_a = ra.wall_seconds - ra.cost["eval_seconds"] - ra.cost["generation_seconds"]
-    train_b = rb.wall_seconds - rb.cost["eval_seconds"] - rb.cost["generation_seconds"]
-    training = max(0.0, (train_b - train_a) / steps)
+    gen = per_step(ra.cost["generation_seconds"], rb.cost["generation_seconds"], steps)
+    if ra.cost.get("step_seconds") and rb.cost.get("step_seconds"):
+        # The steps' own seconds (generation inside them): no load or evaluation mixed in.
+        train_a = ra.cost["step_seconds"] - ra.cost["generation_seconds"]
+        train_b = rb.cost["step_seconds"] - rb.cost["generation_seconds"]
+    else:  # older records: a run's wall time less its evaluations and generation
+        train_a = ra.wall_seconds - ra.cost["eval_seconds"] - ra.cost["generation_seconds"]
+        train_b = rb.wall_seconds - rb.cost["eval_seconds"] - rb.cost["generation_seconds"]
+    training = per_step(train_a, train_b, steps)
     fixed = max(0.0, rb.wall_seconds - (1 + steps) * (gen + training))
     tokens = rb.cost["completion_tokens"] / max(1, rb.cost["completions"])
     return RunCost(fixed=fixed, generation=gen, training=training, eval_end=rb.cost["eval_seconds"],
