@@ -7,7 +7,7 @@ that number fell inside the plan's range. Prints name=value lines:
     runs_in_range, predicted_seconds, actual_seconds, plan_error (predicted / actual - 1)
 
     python scripts/check_plan.py [sweep=demo] [overrides...]
-    python scripts/check_plan.py --quick     the smoke sweep's 2 arms x 2 seeds at 2 steps:
+    python scripts/check_plan.py --quick     the smoke sweep's 2 arms x 1 seed at 2 steps:
                                              the script runs (its error means little then)
     python scripts/check_plan.py --launcher slurm [--quick] [overrides...]
                                              plan (its pilot as Slurm jobs) and sweep through
@@ -46,7 +46,7 @@ def main() -> None:
             launcher.append(f"hydra.launcher.array_parallelism={os.cpu_count() or 1}")
     if "--quick" in args:
         args = [a for a in args if a != "--quick"] + [
-            "sweep=smoke", "trick=baseline,kl_off", "seed=range(0,2)", "trainer.max_steps=2",
+            "sweep=smoke", "trick=baseline,kl_off", "seed=0", "trainer.max_steps=2",
             "eval.every_steps=0", "run_cache=null"]
     # `fetch` builds one run's starting checkpoint: a sweep's choices (a,b or range()) are not
     # one run's values, so it gets the overrides that are.

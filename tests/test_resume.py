@@ -373,15 +373,18 @@ def resumed_equals_uninterrupted(tmp: Path, overrides: tuple, kills) -> tuple[di
 
 
 CASES = {
-    # arm, pause point (its n-th time is step n), the step the resumed run starts from
+    # arm, pause point(s) (the n-th time a process reaches it; one kill per point, each
+    # attempt resuming the last), the step(s) the resumed attempts start from
     "baseline, killed inside its 3rd save, on W&B": (("logger=wandb",), "checkpoint_write:3", 2),
-    "ema (its averaged weights restored)": (("trick=ema_0.9",), "after_step:5", 4),
-    "filter_low_reward_early, inside its window": (("trick=filter_low_reward_early",
-                                                    "trainer.max_steps=10"), "after_step:2", 1),
-    "filter_low_reward_early, after its window": (("trick=filter_low_reward_early",
-                                                   "trainer.max_steps=10"), "after_step:5", 4),
-    "reuse_2x_clip (a generation feeds 2 steps)": (("trick=reuse_2x",), "after_step:5", 4),
-    "lr_cosine (the scheduler's state)": (("trick=lr_schedule_cosine",), "after_step:4", 3),
+    # Three states a resume restores, in one run: EMA's averaged weights, the cosine
+    # scheduler's, and a generation feeding 2 steps (saves only at its boundaries).
+    "ema, lr_cosine, reuse_2x (averaged weights, scheduler, a generation for 2 steps)": (
+        ("trick=ema_0.9", "trainer.lr_scheduler_type=cosine", "trainer.num_iterations=2"),
+        "after_step:5", 4),
+    # Killed inside its window (after step 2), then after it (the 2nd attempt's 4th step is 5).
+    "filter_low_reward_early, inside its window and after it": (
+        ("trick=filter_low_reward_early", "trainer.max_steps=10"),
+        ("after_step:2", "after_step:4"), [1, 4]),
     "two processes": (("launch.processes=2", "trainer.max_steps=6"), "after_step:4", 3),
     "a LoRA adapter (its weights and optimizer)": (
         ("model.lora={r:4,alpha:8,dropout:0.0,target_modules:all-linear}",), "after_step:4", 3),
@@ -409,12 +412,15 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_run_killed_at_a_pause_point_resumes_to_the_uninterrupted_record(tmp_path, tiny_policy,
                                                                           case):
-    overrides, pause, resumed_at = CASES[case]
+    overrides, pauses, resumed_at = CASES[case]
+    pauses = pauses if isinstance(pauses, tuple) else (pauses,)
+    resumed_at = resumed_at if isinstance(resumed_at, list) else [resumed_at]
     record, err = resumed_equals_uninterrupted(
-        tmp_path, overrides, [lambda out, o: kill_at(out, o, pause, tmp_path)])
-    assert record["resumed_from"] == [resumed_at]
-    assert f"from its checkpoint at step {resumed_at}" in err
-    assert any("interrupted 1 time(s)" in n for n in record["notes"])
+        tmp_path, overrides,
+        [lambda out, o, pause=pause: kill_at(out, o, pause, tmp_path) for pause in pauses])
+    assert record["resumed_from"] == resumed_at
+    assert f"from its checkpoint at step {resumed_at[-1]}" in err
+    assert any(f"interrupted {len(pauses)} time(s)" in n for n in record["notes"])
     if "logger=wandb" in overrides:  # the resumed process continues the W&B run: one id
         runs = sorted((tmp_path / "interrupted").glob("*/wandb/offline-run-*"))
         assert len(runs) == 2 and len({p.name.split("-", 3)[3] for p in runs}) == 1, runs

@@ -194,7 +194,7 @@ def test_plan_pilots_as_slurm_jobs_of_the_sweeps_launcher(tmp_path, slurm, tiny_
     assert res.returncode == 0, res.stderr[-3000:]
     assert "as two Slurm jobs of the sweep's launcher" in res.stderr
     figures = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
-    assert figures["actual_runs"] == "4" and figures["runs_in_range"] == "True"
+    assert figures["actual_runs"] == "2" and figures["runs_in_range"] == "True"
     assert float(figures["plan_per_run_seconds"]) > 0 and "plan_error" in figures
     jobs = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobName,State", "-S", "now-1hours"],
                           capture_output=True, text=True).stdout.splitlines()
