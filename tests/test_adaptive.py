@@ -218,6 +218,32 @@ def plant_look_one(out: Path) -> None:
                                                metrics={"eval/accuracy": accuracy}), [])
 
 
+def test_a_fixed_and_an_adaptive_sweep_of_one_recipe_report_together(tmp_path, capsys):
+    """The ladder decides which runs happen, not what a run computes: the baseline's runs of a
+    fixed and an adaptive sweep of one recipe are the same runs (one run id, one computation
+    key), so one report reads both folders (each run once, with a note), and the plan
+    finds either as a cost reference."""
+    from grpo_ablate.config import computation_key
+
+    fixed_args = [a for a in ONE_RUN if not a.startswith("adaptive")]
+    for folder, args in (("fixed", fixed_args), ("adaptive", ONE_RUN)):
+        for (arm, seed), accuracy in PLANTED.items():
+            (spec,) = specs_for([*args, f"trick={arm}", f"seed={seed}",
+                                 f"out_root={tmp_path / folder}"], multirun=False)
+            write_record(spec.run_dir, make_record(spec, "completed", None, 0.0,
+                                                   metrics={"eval/accuracy": accuracy}), [])
+    (fixed,) = specs_for([*fixed_args, "trick=baseline", "seed=0"], multirun=False)
+    (adaptive,) = specs_for([*ONE_RUN, "trick=baseline", "seed=0"], multirun=False)
+    assert fixed.config["adaptive"] != adaptive.config["adaptive"]
+    assert fixed.run_id == adaptive.run_id
+    assert computation_key(fixed.config) == computation_key(adaptive.config)
+    assert cli.main(["report", str(tmp_path / "fixed" / "smoke"), str(tmp_path / "adaptive" / "smoke"),
+                     "--no-figures", "--out", str(tmp_path / "both")]) == 0
+    report = json.loads((tmp_path / "both" / "report.json").read_text())
+    (stratum,) = report["strata"]
+    assert {a["arm"]: a["n"] for a in stratum["arms"]} == {"kl_off": 2, "lr_schedule_cosine": 2}
+
+
 def wait_for(marker: Path, proc: subprocess.Popen) -> None:
     deadline = time.time() + 600
     while not marker.exists():

@@ -7,7 +7,7 @@ schema.py    which keys exist and what each value may be (one-line errors)
 checks.py    cross-key rules: device, vLLM, batch and hooks, processes and GPUs, paths, data
 layout.py    groups and completions per step; the same layout for every arm of a sweep
 trainer.py   the trainer section is TRL's GRPOConfig: its fields, its kwargs, TRL's checks
-identity.py  run_id (what changes the computation), computation_key, RunSpec
+identity.py  ROLES (each key's part in a run's identity), run_id, computation_key, RunSpec
 compose.py   Hydra composition, override parsing, a sweep's jobs, validation
 catalog.py   the trick catalog, read from the trick files
 combination.py  tricks applied together as one trick file (a recipe, a pair)

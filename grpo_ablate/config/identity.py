@@ -11,31 +11,25 @@ from typing import Any
 
 from grpo_ablate.runtime import stable_hash
 
-# What does not change the computation, so it does not change the run's identity.
-_NOT_IDENTITY = ("sweep_name", "out_root", "sweep_dir", "run_cache", "logger", "adaptive",
-                 "launch", "checkpoint")
+# Each top-level key's role in a run's identity, declared once; `run_id` and
+# `computation_key` are both derived from it. Every key not named is `computation`: what the
+# run computes, in both.
+#   name: which run of that computation (the arm's name, the seed): in the run id only;
+#   bookkeeping: where a run is written and watched, how a sweep schedules it (its launcher,
+#     its adaptive ladder, its checkpoints): in neither.
+ROLES = {"trick": "name", "seed": "name",
+         **dict.fromkeys(("sweep_name", "out_root", "sweep_dir", "run_cache", "logger",
+                          "adaptive", "launch", "checkpoint"), "bookkeeping")}
 # Keys added after records existed: in the identity only when set, so older records (and
 # run-cache entries) keep their ids.
-_IDENTITY_IF_SET = ("reward_raises_on_rank",)
-# Keys that never change a run's computation: two arms whose configs differ only here are
-# identical by construction.
-_BOOKKEEPING = ("trick", "seed", "sweep_name", "out_root", "sweep_dir", "run_cache", "logger",
-                "checkpoint")
-
-
-# Hooks added after records existed: in the identity only when set, so older records (and
-# run-cache entries) keep their ids.
+_FAULTS_IF_SET = ("reward_raises_on_rank",)
 _HOOKS_IF_SET = ("soft_overlong", "dynamic_sampling")
 
 
-def _unset_hooks_dropped(hooks: dict) -> dict:
-    return {k: v for k, v in hooks.items() if not (k in _HOOKS_IF_SET and v is None)}
-
-
-def run_id(data: dict) -> str:
-    ident = {k: v for k, v in data.items() if k not in _NOT_IDENTITY}
-    # A renamed trick keeps its runs' first name here: its run ids and cached runs stay valid.
-    ident["trick"] = {"id": data["trick"].get("formerly") or data["trick"]["id"]}
+def _computation(data: dict) -> dict:
+    """What a run computes: its config less the names and the bookkeeping, with the
+    special cases the roles cannot say."""
+    ident = {k: v for k, v in data.items() if ROLES.get(k, "computation") == "computation"}
     # In reward units, task.shaping only reaches the computation through hooks (which are in
     # the identity); as quantiles, how they are measured is part of it.
     task = data.get("task") or {}
@@ -44,25 +38,32 @@ def run_id(data: dict) -> str:
     ident["task"] = task
     if (data.get("model") or {}).get("lora", "unset") is None:  # added later: only when set
         ident["model"] = {k: v for k, v in data["model"].items() if k != "lora"}
-    ident["hooks"] = _unset_hooks_dropped(data.get("hooks") or {})
-    ident["faults"] = {k: v for k, v in data["faults"].items() if k != "sleep_per_step"
-                       and not (k in _IDENTITY_IF_SET and v is None)}
+    ident["hooks"] = {k: v for k, v in (data.get("hooks") or {}).items()
+                      if not (k in _HOOKS_IF_SET and v is None)}
+    ident["faults"] = {k: v for k, v in (data.get("faults") or {}).items()
+                       if k != "sleep_per_step" and not (k in _FAULTS_IF_SET and v is None)}
     # Where the processes run does not change the computation; how many, and the engine, do
     # (each process samples its own share). One process: no entry, as before this block.
-    launch = data.get("launch", {})
+    launch = data.get("launch") or {}
     if launch.get("processes", 1) > 1:
         ident["launch"] = {"processes": launch["processes"], "accelerate": launch["accelerate"]}
-    return stable_hash(ident, 16)
+    return ident
+
+
+def run_id(data: dict) -> str:
+    """The hash of what a run computes and which run of it this is."""
+    # A renamed trick keeps its runs' first name here: its run ids and cached runs stay valid.
+    names = {"trick": {"id": data["trick"].get("formerly") or data["trick"]["id"]},
+             **({"seed": data["seed"]} if "seed" in data else {})}
+    return stable_hash({**_computation(data), **names}, 16)
 
 
 def computation_key(config: dict) -> str:
-    """A hash of what a run computes, without the arm's name and the seed."""
-    ident = {k: v for k, v in config.items() if k not in _BOOKKEEPING}
-    if (ident.get("model") or {}).get("lora", "unset") is None:
-        ident["model"] = {k: v for k, v in ident["model"].items() if k != "lora"}
-    ident["hooks"] = _unset_hooks_dropped(ident.get("hooks") or {})
-    trainer = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
-    return stable_hash({**ident, "trainer": trainer}, 16)
+    """A hash of what a run computes, without the arm's name and the seed (the trainer's seed
+    is the run's seed): two arms with equal keys are identical by construction."""
+    ident = _computation(config)
+    ident["trainer"] = {k: v for k, v in (ident.get("trainer") or {}).items() if k != "seed"}
+    return stable_hash(ident, 16)
 
 
 def model_label(config: dict) -> str:
