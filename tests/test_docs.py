@@ -21,6 +21,8 @@ DOTTED = re.compile(r"(?<![\w.])(grpo_ablate(?:\.\w+)+)")
 OWNED = [re.compile(r"`([\w/]+\.py)`'s `(\w+)`"),
          re.compile(r"`(\w+)(?:\(\))?` (?:in|of|from) `?([\w/]+/[\w]+\.py)`?"),
          re.compile(r"`(\w+)(?:\(\))?` \(`?([\w/]+/[\w]+\.py)`?[,)]")]
+# A module list in a package docstring: "name.py   what it holds", one a line.
+MODULE_LINE = re.compile(r"^([a-z_]+\.py)\s", re.M)
 # Names a page may give for what a user creates (their own folders), not this repository's.
 USERS = ("mine/", "conf/trick/kl_0.2.yaml", "docs/figures.md#")
 
@@ -108,3 +110,63 @@ def test_the_check_finds_a_stale_name(tmp_path, monkeypatch):
 @pytest.mark.parametrize("ref", ["training/trl_hooks.py", "conf/trick/ema.yaml", "docs/guide.md"])
 def test_the_check_accepts_what_exists(ref):
     assert exists(ref)
+
+
+@pytest.mark.parametrize("package", sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py")
+                                           if MODULE_LINE.search(p.read_text())))
+def test_a_packages_module_list_is_its_folder(package):
+    """A package docstring that lists its modules lists every one, and no other."""
+    folder = PACKAGE / package
+    listed = set(MODULE_LINE.findall((folder / "__init__.py").read_text()))
+    assert listed == {p.name for p in folder.glob("*.py")} - {"__init__.py"}
+
+
+def test_the_records_metric_prefixes_are_the_ones_written():
+    """docs/contracts.md's `metrics` row names the prefixes the evaluations write
+    (training/wandb_logger.py's EVAL_PREFIXES, which the record and W&B share)."""
+    import ast
+
+    source = (PACKAGE / "training" / "wandb_logger.py").read_text()
+    (written,) = [ast.literal_eval(node.value) for node in ast.parse(source).body
+                  if isinstance(node, ast.Assign) and node.targets[0].id == "EVAL_PREFIXES"]
+    (row,) = [ln for ln in (ROOT / "docs" / "contracts.md").read_text().splitlines()
+              if ln.startswith("| `metrics` |")]
+    assert set(re.findall(r"`([\w/]+/)<name>`", row)) == set(written)
+
+
+def test_the_lower_is_better_names_are_the_codes():
+    """docs/verdicts.md names every part of a metric's name that makes lower better by
+    default (stats/decide.py's LOWER_IS_BETTER), and no other."""
+    from grpo_ablate.stats.decide import LOWER_IS_BETTER
+
+    text = (ROOT / "docs" / "verdicts.md").read_text()
+    sentence = text[text.index("by default lower for"):].split(", higher otherwise")[0]
+    assert set(re.findall(r"`(\w+)`", sentence)) == set(LOWER_IS_BETTER)
+
+
+def test_the_readmes_install_line_is_the_makefiles():
+    """README.md says what `make demo` and `make test` install: each `pip install -e` of the
+    Makefile, with its extras."""
+    installs = re.findall(r'install -q -e "(\.\[[\w,]+\])"', (ROOT / "Makefile").read_text())
+    readme = (ROOT / "README.md").read_text()
+    assert len(installs) == 2 and all(f"`pip install -e {x}`" in readme for x in installs)
+
+
+def test_the_architecture_tree_names_every_module_of_the_package_once():
+    """docs/architecture.md's tree: one entry (or `a | b` siblings) at the start of a line
+    for each subpackage and top-level module of grpo_ablate, none missing, none extra."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    tree = text[text.index("```\ngrpo_ablate/\n") + 4:].split("```")[0]
+    entries = [e.strip() for line in re.findall(r"^  (\S.*?)\s{2,}", tree, re.M)
+               for e in line.split("|")]
+    have = sorted([p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py")]
+                  + [p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"])
+    assert sorted(entries) == have
+
+
+def test_the_packages_data_flow_names_its_packages():
+    """grpo_ablate/__init__.py's data-flow line names stages that are packages or modules."""
+    line = re.search(r"Data flow.*?: (.*?)\(", (PACKAGE / "__init__.py").read_text(), re.S)
+    stages = [s.strip() for s in line.group(1).split("->")]
+    assert len(stages) >= 5 and all((PACKAGE / s).is_dir() or (PACKAGE / f"{s}.py").is_file()
+                                    for s in stages), stages

@@ -7,6 +7,7 @@ schema.py    which keys exist and what each value may be (one-line errors)
 checks.py    cross-key rules: device, vLLM, batch and hooks, processes and GPUs, paths, data
 layout.py    groups and completions per step; the same layout for every arm of a sweep
 trainer.py   the trainer section is TRL's GRPOConfig: its fields, its kwargs, TRL's checks
+grpo_fields.py  every GRPOConfig field: pinned by the baseline recipe or declared inert
 identity.py  ROLES (each key's part in a run's identity), run_id, computation_key, RunSpec
 compose.py   Hydra composition, override parsing, a sweep's jobs, validation
 catalog.py   the trick catalog, read from the trick files

@@ -19,6 +19,7 @@ from grpo_ablate import hook_tricks
 from grpo_ablate.config.trainer import grpo_config_fields
 from grpo_ablate.errors import UserError
 from grpo_ablate.hook_tricks import Rule
+from grpo_ablate.tasks import TASKS
 from grpo_ablate.values import is_fraction, is_int, is_number, or_null
 
 ACCELERATE_CONFIGS = ("ddp", "zero2", "zero3")  # conf/accelerate/<name>.yaml
@@ -147,9 +148,9 @@ SCHEMA: dict[str, Any] = {
         "sft": free("seed", "steps", "lr", "batch_size"),
     },
     # The union of every task's keys (arithmetic | math | code | chat); each task file sets
-    # its own.
+    # its own. A task's name is its entry in tasks.TASKS.
     "task": {
-        "name": one_of("arithmetic", "math", "code", "chat"),
+        "name": one_of(*TASKS),
         "max_operand": (lambda x: _int(x) and 1 <= x <= 49, "an integer in [1, 49]"),
         "carry_bug_rate": (_unit, "a probability in [0, 1]"),
         "eval_fraction": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),

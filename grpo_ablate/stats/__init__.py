@@ -7,6 +7,7 @@ columns.py      the results table's identity columns, and which columns are metr
 significance.py one comparison: paired t / Welch t, CIs, TOST, effect sizes, power
 correct.py      multiple-comparison control: Holm, Benjamini-Hochberg
 stratum.py      one (model, task) slice as seed x arm arrays; a comparison on them
+crossed.py      seeds and held-out prompts both as chance: the task scope's test
 decide.py       verdicts per stratum (the inert rule included), sign flips
 accounting.py   what sits beside a verdict: activity, budget, EMA vs raw, the single-run
                 illusion, the recommended recipe, monitoring-rule hits

@@ -20,7 +20,9 @@ else):
   `sft_sample(rng) -> (prompt, completion)` and `max_text_length()`.
 
 Adding a task is one module here (a `TextTask` subclass for dataset-backed tasks), one
-entry in TASKS, and one conf/task/<name>.yaml per published schema (docs/tasks.md).
+entry in TASKS (which is also the list of names `task.name` accepts), the keys of its own
+section in config/schema.py's `task` block (the union of every task's keys, each checked
+there), and one conf/task/<name>.yaml per published schema (docs/tasks.md).
 """
 
 from __future__ import annotations

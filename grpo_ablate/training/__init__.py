@@ -4,6 +4,7 @@ train.py        the run: trainer, callbacks, held-out evaluations, the record
 trl_hooks.py    the one module touching TRL internals: the tricks TRL lacks, wired in
 tricks/         those tricks as small pure functions on tensors, one file per family
 callbacks.py    history, held-out evals (raw and EMA), divergence guard
+start_eval.py   the start-of-run evaluation, computed once per seed and reused
 faults.py       fault injection for the tests, attached from outside the trainer
 run_state.py    what a run accumulates (what a checkpoint holds beside the Trainer's)
 checkpoint.py   mid-run checkpoints and resuming from them
