@@ -48,7 +48,7 @@ def test_a_built_report_plots_only_logged_keys_and_lists_open_arms():
     runs = dash.SweepRuns(group="demo", project="p", entity="", run_ids=("r1", "r2"),
                           strata=(("tiny", "arithmetic"),),
                           logged=frozenset({"eval/accuracy", "train/kl"}))
-    spec = json.loads(dash.view_spec(dash.build_report(STUB_REPORT, runs, "summary-x",
+    spec = json.loads(dash.view_spec(dash.dashboard_report(STUB_REPORT, runs, "summary-x",
                                                          ["forest.png"])))
     keys = {k for p in _panels(spec) for k in p["config"].get("metrics", [])}
     assert keys == {"eval/accuracy", "train/kl"}  # entropy, length, grad norm: not logged
@@ -56,7 +56,7 @@ def test_a_built_report_plots_only_logged_keys_and_lists_open_arms():
     assert "waiting on confirmation: +4 seeds" in text and "ema:" not in text
     assert "summary-x" in text and "r1, r2" in text
     none_logged = dash.SweepRuns(group="demo", project="p", entity="")
-    spec = json.loads(dash.view_spec(dash.build_report(STUB_REPORT, none_logged, None, [])))
+    spec = json.loads(dash.view_spec(dash.dashboard_report(STUB_REPORT, none_logged, None, [])))
     assert [p["viewType"] for p in _panels(spec)] == ["Weave"]  # the verdict table alone
 
 

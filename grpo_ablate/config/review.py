@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_ablate.config.schema import get
+
 # key -> (the review's value, a test of a config value against it)
 REVIEW_RECIPE: dict[str, tuple[str, Any]] = {
     "trainer.num_generations": ("G = 16", lambda v: v == 16),
@@ -25,25 +27,16 @@ REVIEW_RECIPE: dict[str, tuple[str, Any]] = {
 }
 
 
-def _get(config: dict, dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
-
-
 def recipe_departures(config: dict) -> list[str]:
     """`key=value (review: ...)` for every recipe setting this config does not follow."""
     out = []
-    lora = _get(config, "model.lora")
+    lora = get(config, "model.lora", None)
     if lora:
         out.append(f"model.lora=r{lora['r']} alpha {lora['alpha']} (review: full fine-tuning; "
                    "a LoRA adapter usually wants a learning rate 10-100x full fine-tuning's: "
-                   f"trainer.learning_rate={_get(config, 'trainer.learning_rate')})")
+                   f"trainer.learning_rate={get(config, 'trainer.learning_rate', None)})")
     for key, (review, ok) in REVIEW_RECIPE.items():
-        value = _get(config, key)
+        value = get(config, key, None)
         if value is not None and not ok(value):
             out.append(f"{key}={value} (review: {review})")
     return out

@@ -280,12 +280,12 @@ def check_keys(node: Any, schema: Any = None, prefix: str = "") -> None:
 _MISSING = object()
 
 
-def get(cfg: dict, dotted: str) -> Any:
-    """The value at a dotted key, or _MISSING."""
+def get(cfg: dict, dotted: str, default: Any = _MISSING) -> Any:
+    """The value at a dotted key, or `default` (_MISSING unless given) where there is none."""
     node: Any = cfg
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            return _MISSING
+            return default
         node = node[part]
     return node
 

@@ -136,7 +136,7 @@ def waiting_lines(report: dict) -> list[str]:
             for st in report["strata"] for a in st["arms"] if a.get("waiting_on")]
 
 
-def build_report(report: dict, runs: SweepRuns, summary_id: str | None, figures: list[str]):
+def dashboard_report(report: dict, runs: SweepRuns, summary_id: str | None, figures: list[str]):
     """The wandb-workspaces Report for one sweep's report (no network)."""
     import wandb_workspaces.reports.v2 as wr
 
@@ -216,7 +216,7 @@ def write_dashboard(report: dict, out_dir: Path, paths: list[Path], group: str, 
     id of a report published before; online, also save both and print their URLs."""
     try:
         runs = sweep_runs(paths, group, project, entity)
-        built = build_report(report, runs, summary_id, figures)
+        built = dashboard_report(report, runs, summary_id, figures)
         spec_path = Path(out_dir) / SPEC_FILE
         if spec_path.is_file():  # published before: keep its id so a save updates it
             try:
