@@ -20,7 +20,6 @@ FEW = ["trainer.max_steps=2", "eval.every_steps=0", "eval.sampled_k=1", "run_cac
     ("model.lora={r:0,alpha:8,dropout:0.0,target_modules:all-linear}",
      "model.lora.r=0: must be an integer >= 1"),
     ("model.lora=true", "model.lora=true: model.lora is a block of keys, not a value"),
-    ("model.lora={r:4,alpha:8}", "model.lora.dropout, model.lora.target_modules missing"),
     ("model.lora={r:4,alpha:8,dropout:1.5,target_modules:all-linear}",
      "model.lora.dropout=1.5: must be a number in [0, 1)"),
     ("model.lora={r:4,alpha:8,dropout:0.0,target_modules:[]}",
@@ -32,6 +31,28 @@ def test_a_bad_lora_block_is_one_line_and_nothing_trains(override, message, tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "adhoc").exists()
+
+
+def test_the_keys_a_lora_block_leaves_out_take_peft_s_own_defaults():
+    """`model.lora={r:4}` is LoraConfig(r=4): alpha, dropout and target_modules are the
+    installed peft's defaults (target_modules None: peft's own for the architecture)."""
+    import dataclasses
+
+    from peft import LoraConfig
+
+    from grpo_ablate.config.checks import LORA_DEFAULTS
+
+    peft_defaults = {f.name: f.default for f in dataclasses.fields(LoraConfig)}
+    ours = {"r": "r", "alpha": "lora_alpha", "dropout": "lora_dropout",
+            "target_modules": "target_modules"}
+    assert LORA_DEFAULTS == {k: peft_defaults[v] for k, v in ours.items()}
+    (partial,) = specs_for(["model.lora={r:4}"], multirun=False)
+    (whole,) = specs_for(["model.lora={r:4,alpha:8,dropout:0.0,target_modules:null}"],
+                         multirun=False)
+    assert partial.config["model"]["lora"] == {**LORA_DEFAULTS, "r": 4}
+    assert partial.run_id == whole.run_id and model_label(partial.config) == "tiny+lora-r4"
+    (preset,) = specs_for(["model=smollm2-135m-lora", "model.lora.r=4"], multirun=False)
+    assert preset.config["model"]["lora"]["target_modules"] == "all-linear"  # the preset's
 
 
 def test_lora_reaches_the_identity_the_label_and_the_departures_and_null_changes_nothing():

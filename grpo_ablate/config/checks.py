@@ -52,16 +52,23 @@ def check_vllm(trainer: dict) -> None:
                  "`pip install -e .[vllm]` (or `pip install 'grpo-ablate[vllm]'`) first")
 
 
+# peft's LoraConfig defaults (r, lora_alpha, lora_dropout, target_modules; None: peft's own
+# modules for the architecture), for the keys a model.lora block leaves out, as a peft user
+# expects. tests/test_lora.py reads them from the installed peft.
+LORA_DEFAULTS = {"r": 8, "alpha": 8, "dropout": 0.0, "target_modules": None}
+
+
+def fill_lora(model: dict) -> None:
+    """A model.lora block gets LoraConfig's defaults for the keys it does not set."""
+    if isinstance(model.get("lora"), dict):
+        model["lora"] = {**LORA_DEFAULTS, **model["lora"]}
+
+
 def check_lora(model: dict) -> None:
-    """LoRA needs every key of its block and the optional peft package (imported only when
-    the run trains an adapter)."""
-    lora = model.get("lora")
-    if lora is None:
+    """LoRA needs the optional peft package (imported only when the run trains an adapter);
+    its block's keys are filled by `fill_lora` first."""
+    if model.get("lora") is None:
         return
-    missing = [k for k in ("r", "alpha", "dropout", "target_modules") if k not in lora]
-    if missing:
-        raise UserError(f"model.lora: {', '.join('model.lora.' + k for k in missing)} missing; "
-                        "allowed: null, or all of r, alpha, dropout, target_modules")
     need_package("peft", "model.lora: peft is not installed; allowed: model.lora=null, or "
                  "`pip install 'grpo-ablate[lora]'` first")
 

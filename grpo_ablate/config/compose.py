@@ -33,6 +33,7 @@ from grpo_ablate.config.checks import (
     check_relations,
     check_resumable,
     check_vllm,
+    fill_lora,
     resolve_device,
 )
 from grpo_ablate.config.identity import RunSpec, run_id
@@ -91,10 +92,11 @@ def announce_former_name(data: dict) -> None:
 def resolve(data: dict) -> dict:
     """What follows the machine and the budget, on a copy: a null device and precision
     become this machine's (recorded), and budget.match=completions sets the batch and the
-    steps; a former trick name's marker is dropped. Nothing else changes a config after
-    composition."""
+    steps; a model.lora block gets LoraConfig's defaults for the keys it leaves out; a former
+    trick name's marker is dropped. Nothing else changes a config after composition."""
     out = copy.deepcopy(data)
     out["trick"].pop("called_as", None)  # how it was asked for: not part of the run
+    fill_lora(out["model"])
     resolve_device(out["trainer"])
     match_budget(out)
     return out

@@ -132,9 +132,10 @@ SCHEMA: dict[str, Any] = {
             "r": (lambda x: _int(x) and x >= 1, "an integer >= 1 (the adapter's rank)"),
             "alpha": POSITIVE,
             "dropout": (lambda x: _num(x) and 0 <= x < 1, "a number in [0, 1)"),
-            "target_modules": (lambda x: x == "all-linear" or (
+            "target_modules": (lambda x: x is None or x == "all-linear" or (
                 isinstance(x, list) and len(x) >= 1 and all(isinstance(v, str) and v for v in x)),
-                "a list of module names, e.g. [q_proj,v_proj], or all-linear"),
+                "a list of module names, e.g. [q_proj,v_proj], all-linear, or null (peft's "
+                "own for the architecture)"),
         },
         "package": {
             "name": ANY,
@@ -315,6 +316,8 @@ def suggest(key: str) -> str:
     if "." in key and parent.count(".") >= 1 and isinstance(block, dict):
         # A known key under a block that is null here (model.lora, hooks.ema): Hydra cannot
         # set one key inside null.
+        some = " with any of its keys (those left out take peft's LoraConfig defaults)" \
+            if parent == "model.lora" else ""
         return (f"{parent} is null here; allowed: the whole block, "
-                f"{parent}={{{','.join(f'{k}:...' for k in block)}}}")
+                f"{parent}={{{','.join(f'{k}:...' for k in block)}}}{some}")
     return "`grpo-ablate run --cfg job` lists every key"

@@ -123,9 +123,9 @@ def lora_config(lora: dict | None):
         return None
     from peft import LoraConfig
 
-    modules = lora["target_modules"]
+    modules = lora["target_modules"]  # None: peft's own modules for the architecture
     return LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                      target_modules=modules if modules == "all-linear" else list(modules),
+                      target_modules=modules if modules in (None, "all-linear") else list(modules),
                       task_type="CAUSAL_LM")
 
 
