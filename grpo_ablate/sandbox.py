@@ -31,8 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_ablate.errors import UserError
-
 STATUSES = ("ok", "failed", "timeout", "error", "killed")
 # Each sandbox runs as its own unprivileged uid, drawn from a range no account uses: the
 # process limit counts per uid, so concurrent sandboxes do not share (or exhaust) one budget.
@@ -70,7 +68,7 @@ class Limits:
         for key, (lo, hi) in bounds.items():
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-                raise UserError(f"sandbox.{key}={value}: must be an integer in [{lo}, {hi}]")
+                raise ValueError(f"{key}={value}: must be an integer in [{lo}, {hi}]")
 
 
 # The harness: reads the nonce, silences the program's output, runs the program, then the
@@ -171,16 +169,17 @@ def run(program: str, tests: str, timeout_s: float = 10.0,
         limits: Limits | None = None) -> SandboxResult:
     """Run `program`, then the statements of `tests` in order, in a sandbox: each top-level
     statement that holds an assert is one test (an `assert`, or a loop of them), the others
-    are setup. Never raises for anything the program does."""
+    are setup. Never raises for anything the program does; ValueError for bad limits, a
+    timeout that is not positive, or tests that are not Python."""
     limits = limits or Limits()
     limits.check()
     if not timeout_s > 0:
-        raise UserError(f"timeout_s={timeout_s}: must be > 0")
+        raise ValueError(f"timeout_s={timeout_s}: must be > 0")
     try:
         steps = split_tests(tests)
         total = sum(counted for _, counted in steps) or 1
     except SyntaxError as exc:
-        raise UserError(f"tests: not Python ({exc.msg}, line {exc.lineno})") from None
+        raise ValueError(f"tests: not Python ({exc.msg}, line {exc.lineno})") from None
     isolation = isolation_available()
     uid = secrets.randbelow(SANDBOX_UIDS[1] - SANDBOX_UIDS[0]) + SANDBOX_UIDS[0] \
         if os.geteuid() == 0 and _world_executable(interpreter()) and shutil.which("setpriv") \

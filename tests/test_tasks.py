@@ -80,7 +80,7 @@ def test_code_task_rewards_the_fraction_of_tests_passed_in_the_sandbox():
     (["task=nope"], "task=nope: no such task"),
     (["task=math", "task.answer_format=latex"], "task.answer_format=\"latex\": must be one of"),
     (["task=math", "task.chat=true"], "task.chat=true: the embedded tiny policy has no chat template"),
-    (["task=code", "task.sandbox.memory_mb=1"], "sandbox.memory_mb=1: must be an integer"),
+    (["task=code", "task.sandbox.memory_mb=1"], "task.sandbox.memory_mb=1: must be an integer"),
     (["task=code", "task.sandbox.timeout_s=0"], "task.sandbox.timeout_s=0: must be"),
 ])
 def test_bad_task_input_is_one_line_exit_2(tmp_path, capsys, args, message):

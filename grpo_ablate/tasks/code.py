@@ -217,8 +217,11 @@ class CodeTask(TextTask):
                             f"rows of a published schema; allowed: {', '.join(PRESETS)}")
         super().check_config(cfg)
         box = cfg["sandbox"]
-        Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],
-               file_mb=box["file_mb"], processes=box["processes"]).check()
+        try:  # the sandbox names its own parameters: here they are the config's keys
+            Limits(cpu_seconds=box["cpu_seconds"], memory_mb=box["memory_mb"],
+                   file_mb=box["file_mb"], processes=box["processes"]).check()
+        except ValueError as exc:
+            raise UserError(f"task.sandbox.{exc}") from None
 
     @staticmethod
     def fields_of(cfg: dict) -> tuple[str, ...]:
