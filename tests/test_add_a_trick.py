@@ -117,3 +117,40 @@ def test_a_native_and_a_hook_trick_from_a_user_folder(tmp_path, tiny_policy):
     (stratum,) = report["strata"]
     assert sorted(a["arm"] for a in stratum["arms"]) == ["my_beta", "my_floor"]
     assert report["priors"] == {"my_beta": "my own arm", "my_floor": "my own hook"}
+
+
+@pytest.mark.parametrize("road", ["grpo-ablate", "hydra"])
+def test_a_user_folders_trick_joins_its_catalog_in_a_catalog_sweep(tmp_path, road):
+    """`${tricks:review}` in a sweep file lists the review catalog's tricks from the user's
+    `--config-dir` too (a trick file without `catalog:` is the review's), on grpo-ablate's
+    composition and on a plain Hydra multirun's."""
+    (tmp_path / "trick").mkdir()
+    (tmp_path / "trick" / "my_beta.yaml").write_text(NATIVE)
+    if road == "grpo-ablate":
+        from grpo_ablate.config import expand_jobs
+
+        jobs = expand_jobs([f"hydra.searchpath=[file://{tmp_path}]", "sweep=catalog"])
+        assert ["trick=my_beta" in job for job in jobs].count(True) >= 1
+        return
+    # A plain Hydra multirun stops at its first job's bad value, after listing the jobs.
+    res = subprocess.run([sys.executable, "-c", PROBE, "--config-dir", str(tmp_path),
+                          "sweep=catalog"], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "WANDB_MODE": "offline"})
+    assert "my_beta" in res.stdout.split("TRICKS ", 1)[1].splitlines()[0], res.stderr[-2000:]
+
+
+# The Hydra app with the `tricks` resolver wrapped to print what it lists, and a step count
+# that no job accepts, so nothing trains.
+PROBE = """
+import sys
+from omegaconf import OmegaConf
+from grpo_ablate.config import registry
+def listed(catalog, _root_=None):
+    out = registry.trick_list(catalog, _root_)
+    print("TRICKS", out, flush=True)
+    return out
+OmegaConf.register_new_resolver("tricks", listed, replace=True)
+sys.argv = ["app", "-m", *sys.argv[1:], "trainer.max_steps=-1"]
+from grpo_ablate.app import hydra_main
+hydra_main()
+"""

@@ -32,17 +32,32 @@ def register_resolvers() -> None:
         replace=True)
 
 
-def trick_list(catalog: str) -> str:
-    """`${tricks:review}` / `${tricks:variants}` / `${tricks:vllm}` in a sweep file: the baseline, the arms a
-    catalog's tricks are compared with (trick.against), then that catalog's tricks, from
-    the trick files themselves, so no sweep keeps the list by hand."""
-    tricks = [t for t in load_catalog() if t["id"] != "baseline"]
+def trick_list(catalog: str, _root_=None) -> str:
+    """`${tricks:review}` / `${tricks:variants}` / `${tricks:vllm}` in a sweep file: the
+    baseline, the arms a catalog's tricks are compared with (trick.against), then that
+    catalog's tricks, from the trick files themselves (a user's `--config-dir` ones too), so
+    no sweep keeps the list by hand."""
+    tricks = [t for t in load_catalog(config_dirs(_root_)) if t["id"] != "baseline"]
     if catalog not in {t.get("catalog", "review") for t in tricks}:
         raise ValueError(f"tricks:{catalog}: no such catalog; allowed: review, variants, vllm")
     chosen = sorted(t["id"] for t in tricks if t.get("catalog", "review") == catalog)
     against = sorted({t["against"] for t in tricks if t["id"] in chosen and t.get("against")}
                      - set(chosen))
     return ",".join(["baseline", *against, *chosen])
+
+
+def config_dirs(root) -> list[str]:
+    """The local folders on a composed config's search path: `hydra.searchpath` (how
+    grpo-ablate's own composition passes `--config-dir`) and the command line's config
+    sources (how Hydra's does)."""
+    if root is None:
+        return []
+    found = [e[len("file://"):] for e in OmegaConf.select(root, "hydra.searchpath", default=None)
+             or [] if str(e).startswith("file://")]
+    found += [src["path"] for src in OmegaConf.select(root, "hydra.runtime.config_sources",
+                                                      default=None) or []
+              if src.get("schema") == "file" and src.get("provider") == "command-line"]
+    return found
 
 
 def register_sweeps() -> None:
