@@ -272,3 +272,21 @@ def test_every_former_trick_name_still_works_with_a_notice_and_the_same_runs(cap
     err = capsys.readouterr().err
     assert "notice: trick=no_kl is now trick=kl_off; the old name still works" in err
     assert err.count("notice: trick=") == len(renamed)
+
+
+def test_a_tricks_stated_baseline_value_is_the_baseline_recipes():
+    """A trick file's `changes:` that says "(baseline V)" says the baseline recipe's value of
+    the key it changes, so a recipe change cannot leave the catalog's words stale."""
+    import re
+
+    from grpo_ablate.config.catalog import load_catalog
+    from grpo_ablate.config.schema import get
+
+    (baseline,) = specs_for(["trick=baseline"], multirun=False)
+    stated = [(t["id"], t["keys"][0], m.group(1)) for t in load_catalog()
+              if (m := re.search(r"\(baseline ([^)]+)\)", t["changes"]))]
+    assert len(stated) >= 10
+    for arm, key, value in stated:  # the first key is the one the words are about
+        have = get(baseline.config, key)
+        assert str(have) == value or (isinstance(have, int | float) and float(value) == have), \
+            (arm, key, have, value)
