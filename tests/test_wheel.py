@@ -44,7 +44,7 @@ def test_wheel_holds_configs_sweeps_and_py_typed(installed):
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"grpo_ablate/py.typed", "grpo_ablate/conf/config.yaml",
-            "grpo_ablate/conf/trick/no_kl.yaml", "grpo_ablate/sweeps/demo.yaml",
+            "grpo_ablate/conf/trick/kl_off.yaml", "grpo_ablate/sweeps/demo.yaml",
             "grpo_ablate/conf/hydra/hydra_logging/quiet.yaml",
             "grpo_ablate/conf/launcher/joblib.yaml", "grpo_ablate/conf/hydra/sweeper/ladder.yaml",
             "hydra_plugins/grpo_ablate_ladder/__init__.py",

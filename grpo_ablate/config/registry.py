@@ -1,9 +1,9 @@
 """What grpo-ablate registers with OmegaConf and Hydra when the config layer is imported: the
 resolvers the recipe's batch layout is written with (`${mul:...}`, `${div:...}`,
 `${micro:...}`, `${cpus:}`, `${threads_per:...}`), a catalog's trick list for sweep files
-(`${tricks:review}`), and sweeps/*.yaml as the Hydra group
-`sweep`, so `sweep=<name>` works from any directory and a misspelt name fails with Hydra's
-list of options."""
+(`${tricks:review}`), sweeps/*.yaml as the Hydra group `sweep`, so `sweep=<name>` works
+from any directory and a misspelt name fails with Hydra's list of options, and renamed
+tricks' former names as `trick` choices."""
 
 from __future__ import annotations
 
@@ -66,5 +66,18 @@ def register_sweeps() -> None:
         store.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")
 
 
+def register_former_names() -> None:
+    """A renamed trick's former name (its file's `trick.formerly`, its one declaration) as a
+    `trick` choice: the trick under its name now, marked `called_as` for the one-line
+    notice."""
+    store = ConfigStore.instance()
+    for t in load_catalog():
+        if t.get("formerly"):
+            store.store(group="trick", name=t["formerly"], package="_global_",
+                        node={"defaults": [f"/trick/{t['id']}"],
+                              "trick": {"called_as": t["formerly"]}})
+
+
 register_resolvers()
 register_sweeps()
+register_former_names()

@@ -199,9 +199,9 @@ SCHEMA: dict[str, Any] = {
     # prior: the source review's verdict (its catalog; `verdict`, the old spelling, is still
     # read); claim and source: a paper's (the variants); modules: a hook trick's own modules
     # (grpo_ablate/hook_tricks.py); formerly: a renamed trick's first name (its run ids keep
-    # it); called_as: set by a former name's file, for the notice; against: the arm it is
-    # compared with (default: baseline), one it can act on; composed_of: the tricks a
-    # combined trick (a sweep's recipe, a pair) applies together.
+    # it); called_as: set by a former name's choice (config/registry.py), for the notice;
+    # against: the arm it is compared with (default: baseline), one it can act on;
+    # composed_of: the tricks a combined trick (a sweep's recipe, a pair) applies together.
     "trick": {
         "id": ANY,
         "family": ANY,
