@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -108,10 +109,16 @@ report("ok" if passed == total else "failed")
 '''
 
 
+# CPython 3.11's ast.parse is not thread-safe: run_many's threads parsing at once raised
+# "SystemError: AST constructor recursion depth mismatch". One parse at a time.
+_PARSE = threading.Lock()
+
+
 def split_tests(tests: str) -> list[tuple[str, bool]]:
     """The tests' top-level statements in order, each marked True when it holds an assert
     (one test: it passes when it runs without raising) and False for setup."""
-    tree = ast.parse(tests)
+    with _PARSE:
+        tree = ast.parse(tests)
     return [(ast.get_source_segment(tests, node) or "",
              any(isinstance(n, ast.Assert) for n in ast.walk(node))) for node in tree.body]
 
