@@ -1,8 +1,9 @@
 """docs/guide.md's "Add a trick" recipe, done as a user does it, from a folder outside the
 package: a TRL-native trick is one YAML; a hook trick is one YAML plus one module that
-registers its reward function, rule and activity measure (grpo_ablate/hook_tricks.py).
-Both then appear in `grpo-ablate tricks`, in a sweep's jobs, in the records' activity and
-in the report."""
+registers its function at a hook point, its rule and its activity measure
+(grpo_ablate/hook_tricks.py), here one at each point: the rewards, the advantages and the
+loss. Each then appears in `grpo-ablate tricks`, in a sweep's jobs, in the records' activity
+and in the report."""
 
 from __future__ import annotations
 
@@ -55,6 +56,30 @@ register(HookTrick(
 '''
 
 
+# One hook at the advantages point and one at the loss point, each shifting what it is given:
+# every completion's advantage, and every counted token's, changes, so each acts on 1 of 1.
+SHIFT_YAML = """# @package _global_
+trick:
+  id: "my_{name}"
+  family: advantage
+  changes: "{point} shifted"
+  prior: "my own {point} hook"
+  keys: ["hooks.{name}"]
+  modules: ["my_{name}_hook"]
+hooks:
+  {name}: 0.25
+"""
+SHIFT_MODULE = """
+from grpo_ablate.hook_tricks import HookTrick, register
+
+register(HookTrick(
+    "{name}", "shift the {point}",
+    rule=(lambda x: isinstance(x, float), "a number"),
+    {point}=lambda batch, shift: batch.advantages + shift))
+"""
+SHIFTS = {"adv_shift": "advantages", "token_shift": "token_advantages"}
+
+
 def user_folder(root: Path) -> tuple[Path, Path]:
     conf, code = root / "conf", root / "code"
     (conf / "trick").mkdir(parents=True)
@@ -62,6 +87,9 @@ def user_folder(root: Path) -> tuple[Path, Path]:
     (conf / "trick" / "my_beta.yaml").write_text(NATIVE)
     (conf / "trick" / "my_floor.yaml").write_text(HOOK_YAML)
     (code / "my_floor_hook.py").write_text(HOOK_MODULE)
+    for name, point in SHIFTS.items():
+        (conf / "trick" / f"my_{name}.yaml").write_text(SHIFT_YAML.format(name=name, point=point))
+        (code / f"my_{name}_hook.py").write_text(SHIFT_MODULE.format(name=name, point=point))
     return conf, code
 
 
@@ -93,30 +121,41 @@ def test_a_native_and_a_hook_trick_from_a_user_folder(tmp_path, tiny_policy):
     assert listed.returncode == 0, listed.stderr
     lines = {line.split()[0]: line for line in listed.stdout.splitlines()[1:]}
     assert "my own arm" in lines["my_beta"] and "my own hook" in lines["my_floor"]
+    assert "my own advantages hook" in lines["my_adv_shift"]
+    assert "my own token_advantages hook" in lines["my_token_shift"]
 
     out = tmp_path / "out"
-    res = cli(["sweep", "--config-dir", str(conf), "sweep=smoke", "trick=baseline,my_beta,my_floor",
+    res = cli(["sweep", "--config-dir", str(conf), "sweep=smoke",
+               "trick=baseline,my_beta,my_floor,my_adv_shift,my_token_shift",
                "seed=0,1", "trainer.max_steps=2", "eval.every_steps=0", f"out_root={out}",
                "sweep_name=mine"], code, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "sweep: 6 runs (3 arms x 2 seeds)" in res.stderr
+    assert "sweep: 10 runs (5 arms x 2 seeds)" in res.stderr
     records = [json.loads(p.read_text()) for p in (out / "mine" / "runs").glob("*/record.json")]
     by_arm = {}
     for r in records:
         by_arm.setdefault(r["arm"], []).append(r)
-    assert sorted(by_arm) == ["baseline", "my_beta", "my_floor"]
+    assert sorted(by_arm) == ["baseline", "my_adv_shift", "my_beta", "my_floor", "my_token_shift"]
     assert all(r["status"] == "completed" for r in records)
     for r in by_arm["my_floor"]:
         assert r["activity"]["acted"] == 1.0
         assert r["activity"]["measure"] == "completions whose reward reward_floor changed"
         assert r["config"]["hooks"]["reward_floor"] == 10.0
+    for name in SHIFTS:
+        for r in by_arm[f"my_{name}"]:
+            unit = "completions" if name == "adv_shift" else "tokens"
+            assert r["activity"]["measure"] == f"{unit} whose advantage {name} changed"
+            assert r["activity"]["acted"] == 1.0 and r["config"]["hooks"][name] == 0.25
     for r in by_arm["my_beta"]:
         assert r["config"]["trainer"]["beta"] == 0.02
         assert r["activity"]["measure"] == "a config value: acts on every step"
     report = json.loads((out / "mine" / "report.json").read_text())
     (stratum,) = report["strata"]
-    assert sorted(a["arm"] for a in stratum["arms"]) == ["my_beta", "my_floor"]
-    assert report["priors"] == {"my_beta": "my own arm", "my_floor": "my own hook"}
+    assert sorted(a["arm"] for a in stratum["arms"]) == ["my_adv_shift", "my_beta", "my_floor",
+                                                        "my_token_shift"]
+    assert report["priors"] == {"my_beta": "my own arm", "my_floor": "my own hook",
+                                "my_adv_shift": "my own advantages hook",
+                                "my_token_shift": "my own token_advantages hook"}
 
 
 @pytest.mark.parametrize("road", ["grpo-ablate", "hydra"])

@@ -3,15 +3,9 @@
 import pytest
 import torch
 
-from grpo_ablate.training.tricks import (
-    WeightEMA,
-    apply_global_adv_norm,
-    apply_length_penalty,
-    apply_reward_clip,
-    filter_active,
-    low_reward_keep_mask,
-    shape_rewards,
-)
+from grpo_ablate.training.tricks.advantages import apply_global_adv_norm, filter_active, low_reward_keep_mask
+from grpo_ablate.training.tricks.ema import WeightEMA
+from grpo_ablate.training.tricks.reward_shaping import apply_length_penalty, apply_reward_clip, shape_rewards
 
 
 def test_reward_clip_bounds_rewards_and_leaves_inner_values():
@@ -72,7 +66,7 @@ def test_ema_tracks_and_swaps_back():
 
 
 def test_quantile_set_reward_tricks_become_reward_units_of_the_sft_rewards():
-    from grpo_ablate.training.tricks import shaping_in_reward_units, shaping_values
+    from grpo_ablate.training.tricks.reward_shaping import shaping_in_reward_units, shaping_values
 
     rewards = [float(x) for x in range(-50, 51)]  # a reward model's scores: -50 .. 50
     hooks = {"reward_clip": {"low": 0.05, "high": 0.95}, "length_penalty": 0.2,

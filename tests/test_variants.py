@@ -13,11 +13,8 @@ import pytest
 import torch
 
 from grpo_ablate.config import specs_for
-from grpo_ablate.training.tricks import (
-    SoftOverlongReward,
-    keep_groups,
-    soft_overlong_cache,
-)
+from grpo_ablate.training.tricks.dynamic_sampling import keep_groups
+from grpo_ablate.training.tricks.overlong import SoftOverlongReward, soft_overlong_cache
 
 pytestmark = pytest.mark.slow
 OFF_POLICY = ["trainer.num_iterations=2"]
@@ -320,7 +317,8 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
                           "entropy_tokens_0.2", "group_size_2", "dynamic_sampling_on",
                           "kl_bias_corrected", "loss_sapo", "loss_luspo", "loss_vespo",
                           "off_policy_mask_0.5", "lm_head_fp32", "entropy_adaptive",
-                          "ref_reset_200"}
+                          "ref_reset_200", "adv_positive_0.1", "adv_passk_4", "clip_cov",
+                          "kl_cov", "reuse_2x_ratio_clip_off"}
     # Two arms have nothing to act on here, and their measures say so: a fp32 policy's
     # logits are fp32 already; LUSPO's length weight is a constant where every completion
     # has the 2 tokens the limit cuts them to (its acting: the fixed batch's varied lengths).
@@ -333,6 +331,13 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     unequal = [r["completions/max_length"] > r["completions/min_length"] for r in rows
                if "loss" in r]
     assert luspo == sum(unequal) / len(unequal)
+    # Three act only on what the policy happens to produce: W-REINFORCE and Pass@k where a
+    # group's rewards differ, Clip-Cov where a token's covariance term falls in (1, 5). Here
+    # they complete and say what they measure; their acting is tested on planted batches above.
+    for arm, hook in (("adv_positive_0.1", "adv_positive"), ("adv_passk_4", "adv_passk"),
+                      ("clip_cov", "clip_cov")):
+        assert 0 <= acted.pop(arm) <= 1
+        assert by_arm[arm]["activity"]["measure"].endswith(f"whose advantage {hook} changed")
     assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
     against = {a: r["config"]["trick"].get("against", "baseline") for a, r in by_arm.items()}
     assert (against["loss_sapo"], against["loss_vespo"], against["off_policy_mask_0.5"],
@@ -388,3 +393,101 @@ def test_dynamic_sampling_merges_trls_rounds_row_for_row():
     assert (merged["prompt_ids"][2:, :2] == -1).all() and (merged["prompt_mask"][2:, :2] == 0).all()
     assert torch.equal(merged["advantages"], torch.tensor([2.0, 3.0, 3.0, 4.0]))
     assert merged["num_items_in_batch"] == 2 * 5 + 2 * 3 and merged["mode"] == "train"
+
+
+def independent_gradient(trainer, batch, policy_loss) -> torch.Tensor:
+    """`policy_loss(old, logp, advantages [rows, tokens], mask)` on the policy's own
+    log-probs, computed here, at TRL's dapo normaliser (the token count of the generation
+    batch, split over its steps_per_generation optimizer steps); its gradient, flattened."""
+    model, mask = trainer.model, batch["completion_mask"]
+    logp = policy_logps(model, batch, trainer.args.temperature)
+    adv = batch["advantages"].unsqueeze(1).expand_as(logp)
+    loss = policy_loss(batch["old_per_token_logps"], logp, adv, mask.float()) \
+        * trainer.args.steps_per_generation
+    model.zero_grad()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+LOSS_POINT = ["trainer.beta=0", "trainer.loss_type=dapo"]  # verl's token-mean, no KL term
+
+
+def test_clip_cov_through_trls_loss_is_verls_clip_cov(fixed_batch, tmp_path):
+    """The loss point end to end: TRL's compute_loss on the fixed off-policy batch with
+    Clip-Cov on (every candidate token drawn: ratio 1) has the gradient of verl's Clip-Cov
+    loss computed here, and counts the tokens it dropped."""
+    from test_hook_points import verl_clip_cov_loss
+
+    _, batch = fixed_batch
+    trainer = trainer_for([*OFF_POLICY, *LOSS_POINT, "trick=clip_cov", "hooks.clip_cov.ratio=1.0"],
+                          tmp_path)
+    dropped = []
+
+    def verl(old, logp, adv, mask):
+        loss, n = verl_clip_cov_loss(old, logp, adv, mask, 1.0, 1.0, 5.0, 0.2, torch.Generator())
+        dropped.append(n)
+        return loss
+
+    expected = independent_gradient(trainer, batch, verl)
+    got = gradient(trainer, batch)
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-6)
+    assert dropped[0] > 0
+    assert (trainer.activity["clip_cov_changed"], trainer.activity["clip_cov_units"]) \
+        == (dropped[0], int(batch["completion_mask"].sum()))
+    plain = trainer_for([*OFF_POLICY, *LOSS_POINT], tmp_path / "plain")
+    assert not torch.allclose(gradient(plain, batch), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_kl_cov_through_trls_loss_is_verls_kl_cov(fixed_batch, tmp_path):
+    from test_hook_points import verl_kl_cov_loss
+
+    _, batch = fixed_batch
+    trainer = trainer_for([*LOSS_POINT, "trick=kl_cov", "hooks.kl_cov.ratio=0.1"], tmp_path)
+    assert trainer.args.num_iterations == 2 and trainer.epsilon_high == 1e6
+    expected = independent_gradient(
+        trainer, batch, lambda old, logp, adv, mask: verl_kl_cov_loss(old, logp, adv, mask, 0.1, 0.1))
+    assert torch.allclose(gradient(trainer, batch), expected, rtol=1e-4, atol=1e-6)
+    penalised = max(1, int(int(batch["completion_mask"].sum()) * 0.1))
+    assert trainer.activity["kl_cov_changed"] == penalised  # off-policy: every one moved
+    unpenalised = trainer_for([*LOSS_POINT, "trick=reuse_2x_ratio_clip_off"], tmp_path / "off")
+    assert not torch.allclose(gradient(unpenalised, batch), expected, rtol=1e-4, atol=1e-6)
+
+
+def planted_rewards(trainer) -> list[float]:
+    """The task's reward function replaced by planted rewards for 4 groups of G (on the
+    trainer's first 4 prompts): all right; none right; one right and the rest at partial
+    credit; half right, half malformed."""
+    g = trainer.num_generations
+    plan = [1.0] * g + [0.2] * g + [1.0] + [0.3] * (g - 1) + [1.0, -1.0] * (g // 2)
+
+    def reward(prompts, completions, **kwargs):
+        return plan[:len(completions)]
+
+    reward.__name__ = "planted"
+    trainer.reward_funcs[0] = reward
+    return plan
+
+
+def test_the_advantage_point_variants_on_trls_own_batch(tmp_path, tiny_policy):
+    """The advantages point end to end: TRL samples and scores a batch (planted rewards) and
+    computes its group advantages; W-REINFORCE then weights the positive ones by 0.1, and
+    Pass@4 replaces them by the enumerated pass@4 advantage, and each counts what it changed."""
+    from test_hook_points import enumerated_passk
+
+    runs = {}
+    for name, overrides in {"base": [], "positive": ["trick=adv_positive_0.1"],
+                            "passk": ["trick=adv_passk_4"]}.items():
+        trainer = trainer_for(overrides, tmp_path / name)
+        plan = planted_rewards(trainer)
+        runs[name] = (trainer, generate(trainer)["advantages"])
+    base = runs["base"][1]
+    assert (base > 0).any() and (base < 0).any()
+    assert torch.equal(runs["positive"][1], torch.where(base > 0, base * 0.1, base))
+    g = runs["passk"][0].num_generations
+    right = [r >= 1.0 for r in plan]
+    expected = [a for s in range(0, len(plan), g) for a in enumerated_passk(right[s:s + g], 4)]
+    assert torch.allclose(runs["passk"][1], torch.tensor(expected), atol=1e-5)
+    positive = runs["positive"][0].activity
+    assert (positive["adv_positive_changed"], positive["adv_positive_units"]) \
+        == (int((base > 0).sum()), len(plan))
+    assert runs["passk"][0].activity["adv_passk_changed"] > 0

@@ -11,7 +11,7 @@ import torch
 from accelerate import Accelerator
 
 from grpo_ablate.tasks.evaluation import generate
-from grpo_ablate.training.tricks import global_adv_norm_share, kept_loss_scale
+from grpo_ablate.training.tricks.advantages import global_adv_norm_share, kept_loss_scale
 
 
 class EchoModel(torch.nn.Module):

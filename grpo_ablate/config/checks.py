@@ -9,6 +9,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from grpo_ablate import hook_tricks
 from grpo_ablate.config.layout import gpus_for
 from grpo_ablate.config.schema import fmt
 from grpo_ablate.errors import UserError
@@ -108,6 +109,9 @@ def check_relations(data: dict) -> None:
     if window is not None and not window["start"] < window["end"]:
         raise UserError(f"hooks.filter_low_reward={fmt(window)}: must have start < end, "
                         "both fractions of training in [0, 1]")
+    problem = hook_tricks.check_hooks(data)  # each registered hook's own cross-key rule
+    if problem:
+        raise UserError(problem)
 
 
 # A loss TRL computes only at one importance-sampling level (TRL raises mid-build otherwise).

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from transformers import TrainerCallback
 
 from grpo_ablate.training.run_state import RunState
-from grpo_ablate.training.tricks import WeightEMA
+from grpo_ablate.training.tricks.ema import WeightEMA
 
 # Per-step keys kept in history.jsonl (TRL's names), when the trainer logs them.
 HISTORY_KEYS = (

@@ -16,7 +16,7 @@ from grpo_ablate.config import (
     groups_per_step,
     model_label,
 )
-from grpo_ablate.hook_tricks import HOOKS, measure_of, reward_hooks
+from grpo_ablate.hook_tricks import HOOKS, counted_details, measure_of
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import device_label, git_sha, machine, package_version
 from grpo_ablate.training.diagnostics import diagnose, length_growth
@@ -122,10 +122,8 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
     keys = cfg["trick"]["keys"]
     if not keys:
         return {}
-    details = {**hook_details(counts), **trainer_details(cfg, rows)}
-    for hook, _ in reward_hooks(cfg["hooks"]):  # registered reward functions
-        details.setdefault(hook.name, _fraction(counts.get(f"{hook.name}_changed", 0),
-                                                counts.get(f"{hook.name}_samples", 0)))
+    details = {**hook_details(counts), **trainer_details(cfg, rows),
+               **counted_details(cfg["hooks"], counts)}  # the registered hooks' own
     return _activity_of(keys, details, values, cfg["trainer"]["loss_type"])
 
 

@@ -49,11 +49,8 @@ from grpo_ablate.training.outcome import (
 )
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
-from grpo_ablate.training.tricks import (
-    SoftOverlongReward,
-    shaping_in_reward_units,
-    shaping_values,
-)
+from grpo_ablate.training.tricks.overlong import SoftOverlongReward
+from grpo_ablate.training.tricks.reward_shaping import shaping_in_reward_units, shaping_values
 from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
 from grpo_ablate.training.wandb_logger import (
     WandbHistoryCallback,

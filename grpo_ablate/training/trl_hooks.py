@@ -33,18 +33,17 @@ from accelerate.utils import broadcast_object_list, gather
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from grpo_ablate.hook_tricks import reward_hooks
+from grpo_ablate.hook_tricks import StepBatch, TokenBatch, hooks_at, reward_hooks
 from grpo_ablate.training.outcome import WEIGHT_MOVED
 from grpo_ablate.training.run_state import RunState
-from grpo_ablate.training.tricks import (
+from grpo_ablate.training.tricks.advantages import (
     filter_active,
     global_adv_norm_share,
-    keep_groups,
     kept_loss_scale,
     low_reward_keep_mask,
-    shape_rewards,
-    valid_groups,
 )
+from grpo_ablate.training.tricks.dynamic_sampling import keep_groups, valid_groups
+from grpo_ablate.training.tricks.reward_shaping import shape_rewards
 
 TESTED_TRL = (1, 16)
 # The private methods overridden below, with the parameters this module relies on.
@@ -53,6 +52,14 @@ HOOKED = {
     "_generate_and_score_completions": ["self", "inputs"],
     "_get_train_sampler": ["self", "dataset"],
     "_save_checkpoint": ["self", "model", "trial"],
+    "_compute_loss": ["self", "model", "inputs"],
+    "_get_per_token_logps_and_entropies": ["self", "model", "input_ids", "attention_mask",
+                                           "logits_to_keep", "batch_size", "compute_entropy",
+                                           "compute_aux_loss", "pixel_values", "image_grid_thw",
+                                           "num_images", "pixel_attention_mask",
+                                           "spatial_shapes", "num_tiles", "image_sizes",
+                                           "token_type_ids", "mm_token_type_ids",
+                                           "image_position_ids"],
     "_run_epoch": ["self", "model", "epoch", "train_dataloader", "steps_in_epoch",
                    "num_update_steps_per_epoch", "trial", "ignore_keys_for_eval", "start_time",
                    "resume_from_checkpoint", "epochs_trained", "steps_trained_in_current_epoch"],
@@ -105,6 +112,14 @@ def check_trl_compat() -> None:
         raise RuntimeError("trl's vLLM engine seed or RepeatSampler's shuffle changed: re-check "
                            "seeded_vllm_engine and EpochSeededSampler in grpo_ablate/training/trl_hooks.py")
     loss_source = inspect.getsource(GRPOTrainer._compute_loss)
+    # The loss point: TRL computes the policy's log-probs, then reads the advantages (and takes
+    # per-token ones as they are), so they can be rewritten per token in between.
+    logps_at = loss_source.find("self._get_per_token_logps_and_entropies(")
+    advantages_at = loss_source.find('advantages = inputs["advantages"]')
+    if not 0 <= logps_at < advantages_at or "if advantages.dim() == 1:" not in loss_source:
+        raise RuntimeError("trl's _compute_loss no longer reads the advantages after the "
+                           "policy's log-probs, or no longer takes per-token ones: re-check "
+                           "the token_advantages point in grpo_ablate/training/trl_hooks.py")
     if any(f"self.{name}(" not in loss_source for name in ("get_off_policy_mask",
                                                           "get_gamma_weights")):
         raise RuntimeError("trl's _compute_loss no longer calls get_off_policy_mask or "
@@ -208,6 +223,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.activity = self.run_state.activity
         self.run_checkpoints, self.checkpoint_schedule = checkpoints or (None, None)
         self._shaped_rewards: torch.Tensor | None = None
+        self._loss_inputs: dict | None = None  # the micro-batch TRL's loss is computing
+        self._loss_calls = (-1, 0)  # (step, micro-batches of that step): their seeds
         self._filter_keep: torch.Tensor | None = None
         self._train_sampler: EpochSeededSampler | None = None
         args_ = kwargs.get("args")
@@ -324,14 +341,17 @@ class AblationGRPOTrainer(GRPOTrainer):
 
     def _registered_reward_hooks(self, rewards: torch.Tensor, lengths: torch.Tensor,
                                  mode: str) -> torch.Tensor:
-        """The hook tricks registered with a reward function (grpo_ablate/hook_tricks.py),
-        after the built-in shaping; training batches count the completions each changed."""
+        """The hooks at the rewards point (grpo_ablate/hook_tricks.py), after the built-in
+        shaping; training batches count the completions each changed."""
         for hook, value in reward_hooks(self.ablation_hooks):
             rewards, changed = hook.shape_rewards(rewards, lengths, value, self.num_generations)
             if mode == "train":
-                self.activity[f"{hook.name}_samples"] += rewards.size(0)
-                self.activity[f"{hook.name}_changed"] += int(changed.sum())
+                self._count(hook.name, rewards.size(0), int(changed.sum()))
         return rewards
+
+    def _count(self, name: str, units: int, changed: int) -> None:
+        self.activity[f"{name}_units"] += units
+        self.activity[f"{name}_changed"] += changed
 
     def _count_shaping(self, rewards: torch.Tensor, lengths: torch.Tensor, mode: str) -> None:
         if mode != "train":
@@ -365,6 +385,8 @@ class AblationGRPOTrainer(GRPOTrainer):
             # Over the whole batch, every process's share: gather, normalise, take ours back.
             out["advantages"] = global_adv_norm_share(out["advantages"], self.accelerator.gather,
                                                       self.accelerator.process_index)
+        if mode == "train":
+            self._advantage_hooks(out)
         if hooks.get("filter_low_reward") is not None and mode == "train":
             dropped = 0.0
             if self._filter_keep is not None:
@@ -381,6 +403,22 @@ class AblationGRPOTrainer(GRPOTrainer):
                 self._metrics[mode]["reward_std"][-1] = self._shaped_rewards.std().item()
             self._metrics[mode]["filter/frac_dropped"].append(dropped)
         return out
+
+    def _advantage_hooks(self, out: dict) -> None:
+        """The hooks at the advantages point, on the whole step's batch (every process's
+        share, gathered as the rewards are); this process keeps its own share."""
+        on = hooks_at("advantages", self.ablation_hooks)
+        if not on:
+            return
+        n, rank = out["advantages"].size(0), self.accelerator.process_index
+        full = self.accelerator.gather(out["advantages"])
+        batch = StepBatch(advantages=full, rewards=self._shaped_rewards.to(full.device),
+                          group_size=self.num_generations, step=self.state.global_step)
+        for hook, value in on:
+            new = hook.advantages(batch, value)
+            self._count(hook.name, new.numel(), int((new != batch.advantages).sum()))
+            batch.advantages = new
+        out["advantages"] = batch.advantages[rank * n:(rank + 1) * n]
 
     def _sampled(self, inputs):
         """TRL's sampling and scoring of one batch; its prompt tokens counted (the completion
@@ -408,6 +446,8 @@ class AblationGRPOTrainer(GRPOTrainer):
             outs.append(self._sampled(extra))
             rewards.append(self._shaped_rewards.detach().cpu())
         kept, capped = keep_groups(rewards, group, needed)
+        # The rewards of the batch the step trains on, for the hooks after this point.
+        self._shaped_rewards = torch.cat([rewards[r][g * group:(g + 1) * group] for r, g in kept])
         self.activity["dynamic_steps"] += 1
         self.activity["dynamic_rounds"] += len(outs)
         self.activity["dynamic_groups"] += sum(r.numel() // group for r in rewards)
@@ -437,6 +477,52 @@ class AblationGRPOTrainer(GRPOTrainer):
             self.activity["vespo_sequences"] += phi.size(0)
             self.activity["vespo_reweighted"] += int(((phi - 1).abs() > WEIGHT_MOVED).sum())
         return phi
+
+    # -- the loss point: advantages per token, from the policy's log-probs now ------------
+    def _compute_loss(self, model, inputs):
+        if not (self.model.training and hooks_at("token_advantages", self.ablation_hooks)):
+            return super()._compute_loss(model, inputs)
+        # On a copy: a batch used for several updates keeps its own advantages.
+        self._loss_inputs = dict(inputs)
+        try:
+            return super()._compute_loss(model, self._loss_inputs)
+        finally:
+            self._loss_inputs = None
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
+                                           logits_to_keep, *args: Any, **kwargs: Any):
+        out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask,
+                                                         logits_to_keep, *args, **kwargs)
+        if self._loss_inputs is not None:  # inside _compute_loss, before it reads advantages
+            self._token_advantage_hooks(self._loss_inputs, out[0])
+            self._loss_inputs = None
+        return out
+
+    def _token_advantage_hooks(self, inputs: dict, logps: torch.Tensor) -> None:
+        """The hooks at the loss point rewrite the micro-batch's advantages per token; TRL's
+        loss then reads them. A hook that draws tokens at random draws from a generator
+        seeded by the run's seed, the step and the micro-batch (a resumed run draws alike)."""
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        advantages = inputs["advantages"]
+        if advantages.dim() == 1:
+            advantages = advantages.unsqueeze(1).expand_as(logps).clone()
+        old = inputs.get("old_per_token_logps")
+        step, micro = self._loss_calls
+        step, micro = self.state.global_step, micro + 1 if step == self.state.global_step else 0
+        self._loss_calls = (step, micro)
+        seed = ((self.args.seed * 1_000_003 + step) * 1009 + micro) % 2**63
+        batch = TokenBatch(advantages=advantages, logps=logps,
+                           old_logps=logps.detach() if old is None else old, mask=mask,
+                           epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
+                           generator=torch.Generator().manual_seed(seed))
+        for hook, value in hooks_at("token_advantages", self.ablation_hooks):
+            new = hook.token_advantages(batch, value)
+            changed = (new != batch.advantages) & mask.bool()
+            self._count(hook.name, int(mask.sum()), int(changed.sum()))
+            batch.advantages = new
+        inputs["advantages"] = batch.advantages
 
     # -- the loss: per-sequence averages over kept samples ----------------------------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
