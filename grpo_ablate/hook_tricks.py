@@ -29,9 +29,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_ablate.errors import UserError
-from grpo_ablate.values import is_fraction, is_int, is_number
 
 Rule = tuple[Callable[[Any], bool], str]  # (check, what is allowed: "a number > 0")
+
+
+@dataclass
+class RewardBatch:
+    """What the `shape_rewards` point sees: one batch's rewards, every process's share."""
+
+    rewards: Any      # [completions x reward functions] (TRL's matrix, after earlier hooks)
+    lengths: Any      # [completions] completion tokens
+    group_size: int
+    max_length: int   # trainer.max_completion_length
 
 
 @dataclass
@@ -65,15 +74,20 @@ class HookTrick:
     is its cross-key rule: a message naming what is wrong and what is allowed, or None.
 
     Its points (any of them, see the module's drawing), each given the hook's value:
-    - `shape_rewards(rewards [completions x functions], lengths [completions], value,
-      group_size) -> (new rewards, changed [completions] bool)`;
+    - `shape_rewards(RewardBatch, value) -> (new rewards, changed [completions] bool)`;
     - `advantages(StepBatch, value) -> new advantages [completions]`;
     - `token_advantages(TokenBatch, value) -> new advantages [rows, tokens]`.
     The trainer counts, on training batches, how many units each point's function changed
-    (completions, completions, tokens); the default `measure` is that share, under the hook's
-    name. `measure` names another activity detail and what it counts; `details(counts)` gives
-    details from the run's counters for a hook that counts for itself. `order`: where it runs
-    at its point among the hooks that are on (lower first, then by name)."""
+    (counters `<name>_units` and `<name>_changed`: completions, completions, tokens); the
+    default `measure` is that share, under the hook's name. `measure` names another activity
+    detail and what it counts, and `details(counts)` computes it from the run's counters.
+    `order`: where it runs at its point among the hooks that are on (lower first, then name).
+
+    A hook whose value is in reward units can be set as quantiles of the SFT policy's rewards
+    (task.shaping.scale=sft_quantiles): `in_reward_units(value, q)` is its value in reward
+    units, given q(level), the rewards' quantile; `reward_values(value)` what the record shows
+    of it. `added_later`: a key added after records existed, in a run's identity only when
+    set, so that older runs keep their ids."""
 
     name: str
     doc: str
@@ -86,6 +100,9 @@ class HookTrick:
     details: Callable[[Counter], dict] | None = None
     check: Callable[[Any, dict], str | None] | None = None
     order: int = 100
+    in_reward_units: Callable[[Any, Callable[[float], float]], Any] | None = None
+    reward_values: Callable[[Any], dict] | None = None
+    added_later: bool = False
 
     def active(self, value: Any) -> bool:
         return value is not None and value is not False and value != 0
@@ -169,9 +186,8 @@ def counted_details(hooks: dict, counts: dict) -> dict:
         hook = HOOKS.get(name)
         if hook is None or not hook.active(value):
             continue
-        if hook.point() is not None:
-            units = counts.get(f"{name}_units", 0)
-            out[name] = counts.get(f"{name}_changed", 0) / units if units else None
+        if hook.point() is not None and hook.measure is None:
+            out[name] = counted_share(counts, name)
         if hook.details is not None:
             out.update(hook.details(counts))
     return out
@@ -182,55 +198,89 @@ def counted_details(hooks: dict, counts: dict) -> dict:
 RATIO_LOSSES = ("grpo", "bnpo", "dr_grpo", "dapo")
 
 
-def token_ratio_loss(cfg: dict) -> str | None:
+def token_ratio_loss(key: str, cfg: dict) -> str | None:
     """A loss-point hook's common rule: the run's loss is a token-level clipped ratio."""
     tr = cfg["trainer"]
     if tr["loss_type"] not in RATIO_LOSSES or tr["importance_sampling_level"] != "token":
-        return (f"acts on the token-level clipped-ratio surrogate; allowed: trainer.loss_type in "
+        return (f"{key}: acts on the token-level clipped-ratio surrogate; allowed: trainer.loss_type in "
                 f"{list(RATIO_LOSSES)} with trainer.importance_sampling_level=token, not "
                 f"{tr['loss_type']} at {tr['importance_sampling_level']} level")
     return None
 
 
+def counted_share(counts: dict, name: str) -> float | None:
+    """The share of the units a hook's point function changed, from the run's counters."""
+    units = counts.get(f"{name}_units", 0)
+    return counts.get(f"{name}_changed", 0) / units if units else None
+
+
 def check_hooks(data: dict) -> str | None:
-    """The first cross-key rule a run's hooks break, as its message; None if none."""
+    """The first cross-key rule a run's hooks break, as its one-line message; None if none."""
     for name, value in (data.get("hooks") or {}).items():
         hook = HOOKS.get(name)
         if hook is not None and hook.check is not None and hook.active(value):
             problem = hook.check(value, data)
             if problem:
-                return f"hooks.{name}: {problem}"
+                return problem
     return None
 
 
-_num, _int, _unit = is_number, is_int, is_fraction
+def shaping_quantiles(cfg: dict, key: str, level: float) -> str | None:
+    """The rule of a value set as a quantile of the SFT policy's rewards: a level in [0, 1]."""
+    scale = ((cfg.get("task") or {}).get("shaping") or {}).get("scale")
+    if scale == "sft_quantiles" and not 0.0 <= level <= 1.0:
+        return (f"{key}={level}: task.shaping.scale=sft_quantiles makes it a quantile of the "
+                "SFT policy's rewards; allowed: a number in [0, 1]")
+    return None
 
-for _hook in (
-    HookTrick("reward_clip", "clamp rewards to [low, high] before the group advantage",
-              fields={"low": (_num, "a number below hooks.reward_clip.high"),
-                      "high": (_num, "a number above hooks.reward_clip.low")},
-              measure=("reward_clip_samples", "samples whose reward the clip changed")),
-    HookTrick("length_penalty", "reward -= coef * completion_length / max_completion_length",
-              rule=(lambda x: _num(x) and x >= 0, "a number >= 0"),
-              measure=("length_penalty_groups",
-                       "groups whose advantages the length penalty changed")),
-    HookTrick("filter_low_reward", "drop samples under threshold in [start, end) of training",
-              fields={"threshold": (_num, "a number"),
-                      "start": (_unit, "a fraction of training in [0, 1]"),
-                      "end": (_unit, "a fraction of training in [0, 1]")},
-              measure=("filter_dropped_in_window", "samples dropped, in the filter's window")),
-    HookTrick("global_adv_norm", "re-standardise advantages over the batch after the group "
-              "z-score", rule=(lambda x: isinstance(x, bool), "true or false")),
-    HookTrick("ema", "averaged weights; the arm's policy (its primary metric)",
-              fields={"decay": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)")}),
-    HookTrick("dynamic_sampling", "DAPO's dynamic sampling: keep groups whose rewards differ",
-              fields={"max_rounds": (lambda x: _int(x) and 1 <= x <= 100,
-                                     "an integer in [1, 100] (generation rounds a step)")},
-              measure=("dynamic_filtered_groups", "groups filtered out (all rewards equal)")),
-    HookTrick("soft_overlong", "TRL's soft overlong punishment (DAPO Eq. 13) as a second reward",
-              fields={"cache_fraction": (lambda x: _num(x) and 0 < x < 1,
-                                         "a fraction of max_completion_length in (0, 1)"),
-                      "weight": (lambda x: _num(x) and x > 0, "a number > 0")},
-              measure=("overlong_punished", "completions punished for length")),
-):
-    register(_hook)
+
+def in_reward_units(hooks: dict, rewards: list[float]) -> dict:
+    """A run's hooks with the values set as quantiles of the SFT policy's `rewards` in reward
+    units (task.shaping.scale=sft_quantiles)."""
+    import torch
+
+    r = torch.tensor(rewards, dtype=torch.float64)
+
+    def q(level: float) -> float:
+        return float(torch.quantile(r, level))
+
+    out = dict(hooks)
+    for name, value in hooks.items():
+        hook = HOOKS.get(name)
+        if hook is not None and hook.in_reward_units is not None and hook.active(value):
+            out[name] = hook.in_reward_units(value, q)
+    return out
+
+
+def reward_values(hooks: dict, names: list[str] | None = None) -> dict[str, float]:
+    """The values in reward units of the hooks that have them (those in `names` only, when
+    given), as the trainer used them: what the record shows."""
+    out: dict[str, float] = {}
+    for name, value in hooks.items():
+        hook = HOOKS.get(name)
+        if hook is not None and hook.reward_values is not None and hook.active(value) \
+                and (names is None or name in names):
+            out.update(hook.reward_values(value))
+    return out
+
+
+def on_whole_batch(local: Any, gather: Callable[[Any], Any], rank: int,
+                   fn: Callable[[Any], Any]) -> Any:
+    """`fn` of the whole batch (every process's share, gathered), and this process's share
+    of the result: the advantages point, where one process alone would see a part."""
+    n = local.size(0)
+    return fn(gather(local))[rank * n:(rank + 1) * n]
+
+
+def added_later(name: str) -> bool:
+    return name in HOOKS and HOOKS[name].added_later
+
+
+# The built-in hook tricks, each declared in its own module: imported here, after the registry
+# exists (each module imports it to register itself), by name, so that importing the registry
+# stays cheap (each module loads torch when it computes).
+BUILT_IN = tuple(f"grpo_ablate.training.tricks.{name}" for name in (
+    "reward_clip", "length_penalty", "filter_low_reward", "global_adv_norm", "ema",
+    "dynamic_sampling", "soft_overlong"))
+for _module in BUILT_IN:
+    importlib.import_module(_module)

@@ -3,9 +3,20 @@
 import pytest
 import torch
 
-from grpo_ablate.training.tricks.advantages import apply_global_adv_norm, filter_active, low_reward_keep_mask
+from grpo_ablate.hook_tricks import HOOKS, RewardBatch, hooks_at, in_reward_units, reward_values
 from grpo_ablate.training.tricks.ema import WeightEMA
-from grpo_ablate.training.tricks.reward_shaping import apply_length_penalty, apply_reward_clip, shape_rewards
+from grpo_ablate.training.tricks.filter_low_reward import filter_active, low_reward_keep_mask
+from grpo_ablate.training.tricks.global_adv_norm import apply_global_adv_norm
+from grpo_ablate.training.tricks.length_penalty import apply_length_penalty
+from grpo_ablate.training.tricks.reward_clip import apply_reward_clip
+
+
+def shape_rewards(rewards, lengths, clip, coef, max_length, group_size=1):
+    """The rewards point as the trainer runs it: the hooks that are on, in their order."""
+    batch = RewardBatch(rewards, lengths, group_size, max_length)
+    for hook, value in hooks_at("shape_rewards", {"length_penalty": coef, "reward_clip": clip}):
+        batch.rewards, _ = hook.shape_rewards(batch, value)
+    return batch.rewards
 
 
 def test_reward_clip_bounds_rewards_and_leaves_inner_values():
@@ -30,6 +41,12 @@ def test_shape_rewards_clips_then_penalises():
     out = shape_rewards(cols, torch.tensor([4, 2]), {"low": -0.5, "high": 1.0}, 0.2, 4)
     assert torch.allclose(out, torch.tensor([[-0.7, 1.0], [0.9, -0.5]]))
     assert cols[0, 0] == -1.0  # the input is not modified
+
+
+def test_the_length_penalty_acts_on_the_groups_whose_lengths_differ():
+    batch = RewardBatch(torch.zeros(6), torch.tensor([3, 3, 3, 1, 2, 3]), 3, 4)
+    _, changed = HOOKS["length_penalty"].shape_rewards(batch, 0.5)
+    assert changed.tolist() == [False, False, False, True, True, True]
 
 
 def test_global_adv_norm_standardises_over_batch():
@@ -66,22 +83,22 @@ def test_ema_tracks_and_swaps_back():
 
 
 def test_quantile_set_reward_tricks_become_reward_units_of_the_sft_rewards():
-    from grpo_ablate.training.tricks.reward_shaping import shaping_in_reward_units, shaping_values
-
     rewards = [float(x) for x in range(-50, 51)]  # a reward model's scores: -50 .. 50
     hooks = {"reward_clip": {"low": 0.05, "high": 0.95}, "length_penalty": 0.2,
              "filter_low_reward": {"threshold": 0.25, "start": 0.0, "end": 0.2},
              "global_adv_norm": False}
-    got = shaping_in_reward_units(hooks, rewards)
+    got = in_reward_units(hooks, rewards)
     assert got["reward_clip"] == {"low": pytest.approx(-45.0), "high": pytest.approx(45.0)}
     assert got["filter_low_reward"] == {"threshold": pytest.approx(-25.0), "start": 0.0, "end": 0.2}
     assert got["length_penalty"] == pytest.approx(0.2 * 90.0)  # of the 5-95% spread
     assert got["global_adv_norm"] is False and hooks["reward_clip"]["low"] == 0.05  # a copy
-    assert shaping_values(got) == {"reward_clip_low": pytest.approx(-45.0),
+    assert reward_values(got) == {"reward_clip_low": pytest.approx(-45.0),
                                    "reward_clip_high": pytest.approx(45.0),
                                    "length_penalty": pytest.approx(18.0),
                                    "filter_threshold": pytest.approx(-25.0)}
-    assert shaping_values({"reward_clip": None, "length_penalty": 0.0}) == {}
+    assert reward_values({"reward_clip": None, "length_penalty": 0.0}) == {}
+    assert reward_values(got, ["reward_clip"]) == {"reward_clip_low": pytest.approx(-45.0),
+                                                   "reward_clip_high": pytest.approx(45.0)}
 
 
 def test_reward_tricks_take_each_tasks_reward_units():

@@ -58,8 +58,8 @@ def test_reward_clip_bounds_the_rewards_that_reach_the_advantage(tiny_policy):
     assert base[0]["rewards"].max() == 1.0  # there was something to clip
     # Activity: every clipped sample sits on a bound (graded rewards never hit +-0.5 exactly).
     on_bound = sum(int((o["rewards"].abs() == 0.5).sum()) for o in outs)
-    assert trainer.activity["clip_changed"] == on_bound > 0
-    assert trainer.activity["clip_samples"] == sum(o["rewards"].numel() for o in outs)
+    assert trainer.activity["reward_clip_changed"] == on_bound > 0
+    assert trainer.activity["reward_clip_units"] == sum(o["rewards"].numel() for o in outs)
 
 
 def test_length_penalty_lowers_rewards_by_normalised_length(tiny_policy):

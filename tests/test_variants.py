@@ -14,7 +14,7 @@ import torch
 
 from grpo_ablate.config import specs_for
 from grpo_ablate.training.tricks.dynamic_sampling import keep_groups
-from grpo_ablate.training.tricks.overlong import SoftOverlongReward, soft_overlong_cache
+from grpo_ablate.training.tricks.soft_overlong import SoftOverlongReward, soft_overlong_cache
 
 pytestmark = pytest.mark.slow
 OFF_POLICY = ["trainer.num_iterations=2"]

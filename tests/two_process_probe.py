@@ -10,8 +10,10 @@ import sys
 import torch
 from accelerate import Accelerator
 
+from grpo_ablate.hook_tricks import on_whole_batch
 from grpo_ablate.tasks.evaluation import generate
-from grpo_ablate.training.tricks.advantages import global_adv_norm_share, kept_loss_scale
+from grpo_ablate.training.tricks.filter_low_reward import kept_loss_scale
+from grpo_ablate.training.tricks.global_adv_norm import apply_global_adv_norm
 
 
 class EchoModel(torch.nn.Module):
@@ -51,7 +53,7 @@ def main(out_path: str) -> None:
     keep = torch.rand(24, generator=g) > 0.4              # the filter's keep mask
     n = advantages.numel() // world
     mine = slice(rank * n, (rank + 1) * n)
-    normalised = global_adv_norm_share(advantages[mine], acc.gather, rank)
+    normalised = on_whole_batch(advantages[mine], acc.gather, rank, apply_global_adv_norm)
     scale = kept_loss_scale(keep[mine], acc.gather, world)
     # A per-sequence loss over this process's micro-batch, as TRL's "grpo" loss takes it,
     # rescaled; DDP averages the processes' losses.

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from grpo_ablate import hook_tricks
 from grpo_ablate.config.layout import gpus_for
-from grpo_ablate.config.schema import fmt
 from grpo_ablate.errors import UserError
 from grpo_ablate.runtime import cuda_available, visible_gpus
 from grpo_ablate.values import HUB_ID
@@ -81,35 +80,14 @@ def need_package(module: str, missing: str) -> None:
 
 
 def check_relations(data: dict) -> None:
-    tr, hooks = data["trainer"], data["hooks"]
-    if hooks.get("dynamic_sampling") and data["launch"]["processes"] > 1:
-        raise UserError("hooks.dynamic_sampling: one process per run only (its extra rounds are "
-                        f"drawn per process); allowed: launch.processes=1, not "
-                        f"{data['launch']['processes']}")
+    tr = data["trainer"]
     gen_batch = tr["per_device_train_batch_size"] * (tr.get("steps_per_generation") or 1)
     if gen_batch % tr["num_generations"]:
         raise UserError(
             f"trainer.per_device_train_batch_size={tr['per_device_train_batch_size']}: must be a "
             f"multiple of trainer.num_generations={tr['num_generations']} (whole groups per batch)")
     check_loss_relations(data)
-    clip = hooks.get("reward_clip")
-    if clip is not None and not clip["low"] < clip["high"]:
-        raise UserError(f"hooks.reward_clip={fmt(clip)}: must have low < high")
-    shaping = data["task"].get("shaping") or {}
-    if shaping.get("scale") == "sft_quantiles":
-        levels = {"hooks.reward_clip.low": (clip or {}).get("low"),
-                  "hooks.reward_clip.high": (clip or {}).get("high"),
-                  "hooks.filter_low_reward.threshold": (hooks.get("filter_low_reward") or {})
-                  .get("threshold")}
-        for key, level in levels.items():
-            if level is not None and not 0.0 <= level <= 1.0:
-                raise UserError(f"{key}={level}: task.shaping.scale=sft_quantiles makes it a "
-                                "quantile of the SFT policy's rewards; allowed: a number in [0, 1]")
-    window = hooks.get("filter_low_reward")
-    if window is not None and not window["start"] < window["end"]:
-        raise UserError(f"hooks.filter_low_reward={fmt(window)}: must have start < end, "
-                        "both fractions of training in [0, 1]")
-    problem = hook_tricks.check_hooks(data)  # each registered hook's own cross-key rule
+    problem = hook_tricks.check_hooks(data)  # each hook trick's own cross-key rules
     if problem:
         raise UserError(problem)
 
@@ -191,10 +169,6 @@ def check_launch(data: dict) -> None:
     if importlib.util.find_spec("deepspeed") is None:
         raise UserError(f"launch.accelerate={engine}: deepspeed is not installed; allowed: ddp, "
                         "or `pip install deepspeed` first")
-    if engine == "zero3" and data["hooks"].get("ema") is not None:
-        raise UserError("hooks.ema: the weight average needs whole parameters on every process, "
-                        "and launch.accelerate=zero3 shards them; allowed with ema: "
-                        "launch.accelerate=ddp or zero2")
 
 
 def check_paths(data: dict) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_ablate import hook_tricks
 from grpo_ablate.runtime import stable_hash
 
 # Each top-level key's role in a run's identity, declared once; `run_id` and
@@ -23,7 +24,6 @@ ROLES = {"trick": "name", "seed": "name",
 # Keys added after records existed: in the identity only when set, so older records (and
 # run-cache entries) keep their ids.
 _FAULTS_IF_SET = ("reward_raises_on_rank",)
-_HOOKS_IF_SET = ("soft_overlong", "dynamic_sampling")
 
 
 def _computation(data: dict) -> dict:
@@ -39,7 +39,7 @@ def _computation(data: dict) -> dict:
     if (data.get("model") or {}).get("lora", "unset") is None:  # added later: only when set
         ident["model"] = {k: v for k, v in data["model"].items() if k != "lora"}
     ident["hooks"] = {k: v for k, v in (data.get("hooks") or {}).items()
-                      if not (k in _HOOKS_IF_SET and v is None)}
+                      if not (v is None and hook_tricks.added_later(k))}
     ident["faults"] = {k: v for k, v in (data.get("faults") or {}).items()
                        if k != "sleep_per_step" and not (k in _FAULTS_IF_SET and v is None)}
     # Where the processes run does not change the computation; how many, and the engine, do

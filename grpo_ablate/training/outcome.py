@@ -16,7 +16,7 @@ from grpo_ablate.config import (
     groups_per_step,
     model_label,
 )
-from grpo_ablate.hook_tricks import HOOKS, counted_details, measure_of
+from grpo_ablate.hook_tricks import HOOKS, counted_details, measure_of, reward_values
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import device_label, git_sha, machine, package_version
 from grpo_ablate.training.diagnostics import diagnose, length_growth
@@ -27,10 +27,11 @@ WEIGHT_MOVED = 1e-3  # an importance weight counts as moved beyond this (float n
 
 def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
                 metrics: dict | None = None, state: RunState | None = None, steps: int = 0,
-                values: dict | None = None, where: dict | None = None) -> RunRecord:
+                hooks: dict | None = None, where: dict | None = None) -> RunRecord:
     """The run's record from its run state (none, for a run that failed before training).
-    `state.cost` is the whole run's (summed over processes); `where`: the machine it
-    computed on (run_machine), None for a run that never started."""
+    `state.cost` is the whole run's (summed over processes); `hooks`: the hook tricks'
+    values as the trainer used them (in reward units); `where`: the machine it computed on
+    (run_machine), None for a run that never started."""
     cfg, state = spec.config, state if state is not None else RunState()
     rows, metrics = state.history, metrics or {}
     gain = metrics.get("eval/accuracy_gain")
@@ -45,7 +46,7 @@ def make_record(spec: RunSpec, status: str, error: str | None, wall: float,
         cost={**state.cost, "optimizer_steps": steps, "total_lr": float(sum(lrs)),
               "completions_per_step": completions_per_step(cfg),
               "groups_per_step": groups_per_step(cfg)},
-        activity=trick_activity(cfg, rows, state.activity, values or {}),
+        activity=trick_activity(cfg, rows, state.activity, hooks),
         versions=versions(), git_sha=git_sha(), machine=where, notes=list(state.notes),
         resumed_from=list(state.resumed_from),
         prompts=state.prompt_outcomes if status != "failed" else None,
@@ -114,7 +115,7 @@ def _fraction(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | None = None) -> dict:
+def trick_activity(cfg: dict, rows: list[dict], counts: dict, hooks: dict | None = None) -> dict:
     """How much the arm's trick acted: the share of the units it could change that it did
     change (samples clipped, groups whose advantages the length penalty moved, samples
     dropped, steps whose gradient clipping differed from the baseline's). A trick that only
@@ -122,23 +123,17 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, values: dict | Non
     keys = cfg["trick"]["keys"]
     if not keys:
         return {}
-    details = {**hook_details(counts), **trainer_details(cfg, rows),
-               **counted_details(cfg["hooks"], counts)}  # the registered hooks' own
+    details = {**counted_details(cfg["hooks"], counts), **trainer_details(cfg, rows),
+               **variant_counters(counts)}
+    # The reward tricks' values in reward units (after any quantile measurement), for the
+    # arm's own keys: the report says which values were used.
+    values = reward_values(hooks or {}, [k.removeprefix("hooks.") for k in keys])
     return _activity_of(keys, details, values, cfg["trainer"]["loss_type"])
 
 
-def hook_details(counts: dict) -> dict:
-    """The built-in hook tricks' activity, from the trainer's counters."""
-    details = {
-        "reward_clip_samples": _fraction(counts.get("clip_changed", 0), counts.get("clip_samples", 0)),
-        "length_penalty_groups": _fraction(counts.get("length_groups_changed", 0),
-                                           counts.get("length_groups", 0)),
-        "filter_dropped_in_window": _fraction(counts.get("filter_dropped", 0),
-                                              counts.get("filter_samples", 0)),
-    }
-    if "overlong_samples" in counts:
-        details["overlong_punished"] = _fraction(counts.get("overlong_punished", 0),
-                                                 counts["overlong_samples"])
+def variant_counters(counts: dict) -> dict:
+    """The activity of TRL's variants that log nothing of it, from the trainer's counters."""
+    details = {}
     if counts.get("off_policy_sequences"):
         details["off_policy_masked_sequences"] = (counts.get("off_policy_masked", 0)
                                                   / counts["off_policy_sequences"])
@@ -147,12 +142,6 @@ def hook_details(counts: dict) -> dict:
                                                  / counts["vespo_sequences"])
     if counts.get("lm_head_processes"):
         details["lm_head_below_fp32"] = counts["lm_head_below_fp32"] / counts["lm_head_processes"]
-    if counts.get("dynamic_groups"):
-        details["dynamic_filtered_groups"] = counts["dynamic_filtered"] / counts["dynamic_groups"]
-        details["dynamic_cap_steps"] = _fraction(counts.get("dynamic_cap_hit", 0),
-                                                 counts.get("dynamic_steps", 0))
-        details["dynamic_rounds_per_step"] = _fraction(counts.get("dynamic_rounds", 0),
-                                                       counts.get("dynamic_steps", 0))
     return details
 
 
@@ -261,13 +250,8 @@ def _activity_of(keys: list[str], details: dict, values: dict | None,
     best = max(range(len(acted)), key=acted.__getitem__)
     out = {"acted": acted[best], "measure": measures[best],
            "details": {k: v for k, v in details.items() if v is not None}}
-    # The reward tricks' values in reward units (after any quantile measurement), for the
-    # arm's own keys: the report says which values were used.
-    own = {k: v for k, v in (values or {}).items()
-           if f"hooks.{k.removesuffix('_low').removesuffix('_high')}" in keys
-           or (k == "filter_threshold" and "hooks.filter_low_reward" in keys)}
-    if own:
-        out["values"] = own
+    if values:
+        out["values"] = values
     return out
 
 

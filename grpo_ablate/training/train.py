@@ -49,8 +49,7 @@ from grpo_ablate.training.outcome import (
 )
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
-from grpo_ablate.training.tricks.overlong import SoftOverlongReward
-from grpo_ablate.training.tricks.reward_shaping import shaping_in_reward_units, shaping_values
+from grpo_ablate.training.tricks.soft_overlong import SoftOverlongReward
 from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
 from grpo_ablate.training.wandb_logger import (
     WandbHistoryCallback,
@@ -244,7 +243,7 @@ def finish_record(spec: RunSpec, state: RunState, trainer, status: str, error: s
     metrics = final_metrics(state) if state.evals and status != "failed" else {}
     return make_record(spec, status, error, wall, metrics, state,
                        steps=trainer.state.global_step if trainer is not None else 0,
-                       values=shaping_values(trainer.ablation_hooks) if trainer else {},
+                       hooks=trainer.ablation_hooks if trainer else None,
                        where=run_machine(cfg))
 
 
@@ -299,12 +298,12 @@ def shaping_hooks(cfg: dict, model, tokenizer, task) -> dict:
     (task.shaping.scale=sft_quantiles, e.g. a reward model's scores) are measured here, on the
     policy before its first step, from one sample on task.shaping.sample training prompts."""
     hooks, shaping = cfg["hooks"], cfg["task"].get("shaping") or {}
-    if shaping.get("scale") != "sft_quantiles" or not shaping_values(hooks):
+    if shaping.get("scale") != "sft_quantiles" or not hook_tricks.reward_values(hooks):
         return hooks
     tr = cfg["trainer"]
     rewards = policy_rewards(task, model, tokenizer, tr["max_completion_length"],
                              tr["temperature"], shaping["sample"])
-    return shaping_in_reward_units(hooks, rewards)
+    return hook_tricks.in_reward_units(hooks, rewards)
 
 
 def sum_over_processes(counts: dict[str, int]) -> dict[str, int]:

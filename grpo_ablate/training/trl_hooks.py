@@ -33,17 +33,22 @@ from accelerate.utils import broadcast_object_list, gather
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from grpo_ablate.hook_tricks import StepBatch, TokenBatch, hooks_at, reward_hooks
+from grpo_ablate.hook_tricks import (
+    HookTrick,
+    RewardBatch,
+    StepBatch,
+    TokenBatch,
+    hooks_at,
+    on_whole_batch,
+)
 from grpo_ablate.training.outcome import WEIGHT_MOVED
 from grpo_ablate.training.run_state import RunState
-from grpo_ablate.training.tricks.advantages import (
+from grpo_ablate.training.tricks.dynamic_sampling import keep_groups, valid_groups
+from grpo_ablate.training.tricks.filter_low_reward import (
     filter_active,
-    global_adv_norm_share,
     kept_loss_scale,
     low_reward_keep_mask,
 )
-from grpo_ablate.training.tricks.dynamic_sampling import keep_groups, valid_groups
-from grpo_ablate.training.tricks.reward_shaping import shape_rewards
 
 TESTED_TRL = (1, 16)
 # The private methods overridden below, with the parameters this module relies on.
@@ -313,20 +318,12 @@ class AblationGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions,
                                                       completion_ids_list)
-        hooks = self.ablation_hooks
         mode = "train" if self.model.training else "eval"
         weights = self.reward_weights.to(rewards_per_func.device)
         lengths = torch.tensor([len(ids) for ids in completion_ids_list],
                                device=rewards_per_func.device)
         lengths = gather(lengths)  # rewards are gathered across processes; match them
-        if hooks.get("reward_clip") is not None or hooks.get("length_penalty"):
-            shaped = shape_rewards(rewards_per_func, lengths, hooks.get("reward_clip"),
-                                   hooks.get("length_penalty") or 0.0, self.max_completion_length)
-            raw = (rewards_per_func * weights).nansum(1)
-            self._metrics[mode]["reward_unshaped"].append(torch.nanmean(raw).item())
-            self._count_shaping(rewards_per_func, lengths, mode)
-            rewards_per_func = shaped
-        rewards_per_func = self._registered_reward_hooks(rewards_per_func, lengths, mode)
+        rewards_per_func = self._reward_hooks(rewards_per_func, lengths, weights, mode)
         self._shaped_rewards = (rewards_per_func * weights).nansum(1)
         self._filter_keep = None
         window = self._filter_window()
@@ -339,36 +336,27 @@ class AblationGRPOTrainer(GRPOTrainer):
             self.activity["filter_dropped"] += int((~keep).sum())
         return rewards_per_func
 
-    def _registered_reward_hooks(self, rewards: torch.Tensor, lengths: torch.Tensor,
-                                 mode: str) -> torch.Tensor:
-        """The hooks at the rewards point (grpo_ablate/hook_tricks.py), after the built-in
-        shaping; training batches count the completions each changed."""
-        for hook, value in reward_hooks(self.ablation_hooks):
-            rewards, changed = hook.shape_rewards(rewards, lengths, value, self.num_generations)
+    def _reward_hooks(self, rewards: torch.Tensor, lengths: torch.Tensor,
+                      weights: torch.Tensor, mode: str) -> torch.Tensor:
+        """The hooks at the rewards point (grpo_ablate/hook_tricks.py), in their order; the
+        batch's reward before them is logged as `reward_unshaped`."""
+        on = hooks_at("shape_rewards", self.ablation_hooks)
+        if not on:
+            return rewards
+        raw = (rewards * weights).nansum(1)
+        self._metrics[mode]["reward_unshaped"].append(torch.nanmean(raw).item())
+        for hook, value in on:
+            rewards, changed = hook.shape_rewards(
+                RewardBatch(rewards, lengths, self.num_generations, self.max_completion_length),
+                value)
             if mode == "train":
-                self._count(hook.name, rewards.size(0), int(changed.sum()))
+                self._count(hook, rewards.size(0), int(changed.sum()))
         return rewards
 
-    def _count(self, name: str, units: int, changed: int) -> None:
-        self.activity[f"{name}_units"] += units
-        self.activity[f"{name}_changed"] += changed
-
-    def _count_shaping(self, rewards: torch.Tensor, lengths: torch.Tensor, mode: str) -> None:
-        if mode != "train":
-            return
-        hooks = self.ablation_hooks
-        clip = hooks.get("reward_clip")
-        if clip is not None:
-            clipped = (rewards < clip["low"]) | (rewards > clip["high"])
-            self.activity["clip_samples"] += rewards.size(0)
-            self.activity["clip_changed"] += int(clipped.any(1).sum())
-        if hooks.get("length_penalty"):
-            # A penalty that is the same for every member of a group is removed by the group
-            # mean: it acts only where lengths differ within a group.
-            per_group = lengths.view(-1, self.num_generations).float()
-            varied = per_group.max(1).values > per_group.min(1).values
-            self.activity["length_groups"] += per_group.size(0)
-            self.activity["length_groups_changed"] += int(varied.sum())
+    def _count(self, hook: HookTrick, units: int, changed: int) -> None:
+        """A point function's counters (the record's activity reads them)."""
+        self.activity[f"{hook.name}_units"] += units
+        self.activity[f"{hook.name}_changed"] += changed
 
     # -- advantages and loss mask: after TRL's group z-score ------------------------------
     def _generate_and_score_completions(self, inputs):
@@ -381,12 +369,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.run_state.generation_seconds += time.perf_counter() - start  # and its rewards
         n = out["completion_mask"].size(0)
         local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
-        if hooks.get("global_adv_norm"):
-            # Over the whole batch, every process's share: gather, normalise, take ours back.
-            out["advantages"] = global_adv_norm_share(out["advantages"], self.accelerator.gather,
-                                                      self.accelerator.process_index)
-        if mode == "train":
-            self._advantage_hooks(out)
+        self._advantage_hooks(out, mode)
         if hooks.get("filter_low_reward") is not None and mode == "train":
             dropped = 0.0
             if self._filter_keep is not None:
@@ -404,21 +387,26 @@ class AblationGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["filter/frac_dropped"].append(dropped)
         return out
 
-    def _advantage_hooks(self, out: dict) -> None:
+    def _advantage_hooks(self, out: dict, mode: str) -> None:
         """The hooks at the advantages point, on the whole step's batch (every process's
-        share, gathered as the rewards are); this process keeps its own share."""
+        share, gathered as the rewards are); this process keeps its own share. Training
+        batches count what each changed."""
         on = hooks_at("advantages", self.ablation_hooks)
         if not on:
             return
-        n, rank = out["advantages"].size(0), self.accelerator.process_index
-        full = self.accelerator.gather(out["advantages"])
-        batch = StepBatch(advantages=full, rewards=self._shaped_rewards.to(full.device),
-                          group_size=self.num_generations, step=self.state.global_step)
-        for hook, value in on:
-            new = hook.advantages(batch, value)
-            self._count(hook.name, new.numel(), int((new != batch.advantages).sum()))
-            batch.advantages = new
-        out["advantages"] = batch.advantages[rank * n:(rank + 1) * n]
+
+        def run(full: torch.Tensor) -> torch.Tensor:
+            batch = StepBatch(advantages=full, rewards=self._shaped_rewards.to(full.device),
+                              group_size=self.num_generations, step=self.state.global_step)
+            for hook, value in on:
+                new = hook.advantages(batch, value)
+                if mode == "train":
+                    self._count(hook, new.numel(), int((new != batch.advantages).sum()))
+                batch.advantages = new
+            return batch.advantages
+
+        out["advantages"] = on_whole_batch(out["advantages"], self.accelerator.gather,
+                                           self.accelerator.process_index, run)
 
     def _sampled(self, inputs):
         """TRL's sampling and scoring of one batch; its prompt tokens counted (the completion
@@ -520,7 +508,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         for hook, value in hooks_at("token_advantages", self.ablation_hooks):
             new = hook.token_advantages(batch, value)
             changed = (new != batch.advantages) & mask.bool()
-            self._count(hook.name, int(mask.sum()), int(changed.sum()))
+            self._count(hook, int(mask.sum()), int(changed.sum()))
             batch.advantages = new
         inputs["advantages"] = batch.advantages
 

@@ -49,8 +49,8 @@ def _at_advantages(batch: StepBatch, value: dict) -> Any:
 def _check(value: dict, cfg: dict) -> str | None:
     group = cfg["trainer"]["num_generations"]
     if not value["k"] < group:
-        return (f"k={value['k']} needs groups larger than k (with k = G every group's subsets "
-                f"agree: no gradient); allowed: k < trainer.num_generations={group}")
+        return (f"hooks.adv_passk.k={value['k']}: needs groups larger than k (with k = G every "
+                f"group's subsets agree: no gradient); allowed: k < trainer.num_generations={group}")
     return None
 
 

@@ -45,8 +45,8 @@ def _at_loss(batch: TokenBatch, value: dict) -> Any:
 
 def _check(value: dict, cfg: dict) -> str | None:
     if not value["lb"] < value["ub"]:
-        return f"lb={value['lb']}, ub={value['ub']}: must have lb < ub"
-    return token_ratio_loss(cfg)
+        return f"hooks.clip_cov: lb={value['lb']}, ub={value['ub']}: must have lb < ub"
+    return token_ratio_loss("hooks.clip_cov", cfg)
 
 
 register(HookTrick(

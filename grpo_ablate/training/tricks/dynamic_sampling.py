@@ -11,16 +11,19 @@ it into TRL's generation."""
 
 from __future__ import annotations
 
-import torch
+from typing import Any
+
+from grpo_ablate.hook_tricks import HookTrick, register
+from grpo_ablate.values import is_int
 
 
-def valid_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+def valid_groups(rewards: Any, group_size: int) -> Any:
     """Per group of `group_size` consecutive completions: True when its rewards differ."""
     grouped = rewards.view(-1, group_size)
     return grouped.max(1).values > grouped.min(1).values
 
 
-def keep_groups(rounds: list[torch.Tensor], group_size: int, needed: int
+def keep_groups(rounds: list[Any], group_size: int, needed: int
                 ) -> tuple[list[tuple[int, int]], bool]:
     """The (round, group) pairs that make the step, in generation order: the first `needed`
     valid groups over the rounds; if fewer exist (the cap was reached), every valid group
@@ -34,3 +37,28 @@ def keep_groups(rounds: list[torch.Tensor], group_size: int, needed: int
     chosen = set(valid) | set(filler[:needed - len(valid)])
     return [p for rr, rewards in enumerate(rounds)
             for p in ((rr, g) for g in range(rewards.numel() // group_size)) if p in chosen], True
+
+
+def _details(counts: dict) -> dict:
+    steps = counts.get("dynamic_steps", 0)
+    if not counts.get("dynamic_groups"):
+        return {}
+    return {"dynamic_filtered_groups": counts["dynamic_filtered"] / counts["dynamic_groups"],
+            "dynamic_cap_steps": counts.get("dynamic_cap_hit", 0) / steps if steps else None,
+            "dynamic_rounds_per_step": counts.get("dynamic_rounds", 0) / steps if steps else None}
+
+
+def _check(value: dict, cfg: dict) -> str | None:
+    processes = cfg["launch"]["processes"]
+    if processes > 1:
+        return ("hooks.dynamic_sampling: one process per run only (its extra rounds are drawn "
+                f"per process); allowed: launch.processes=1, not {processes}")
+    return None
+
+
+register(HookTrick(
+    "dynamic_sampling", "DAPO's dynamic sampling: keep groups whose rewards differ",
+    fields={"max_rounds": (lambda x: is_int(x) and 1 <= x <= 100,
+                           "an integer in [1, 100] (generation rounds a step)")},
+    measure=("dynamic_filtered_groups", "groups filtered out (all rewards equal)"),
+    details=_details, check=_check, added_later=True))

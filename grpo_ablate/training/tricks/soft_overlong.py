@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from grpo_ablate.hook_tricks import HookTrick, register
+from grpo_ablate.values import is_number
+
 
 def soft_overlong_cache(max_completion_length: int, cache_fraction: float) -> int:
     """The punished span at the end of the length limit, in tokens (at least one)."""
@@ -30,3 +33,19 @@ class SoftOverlongReward:
         self.counts["overlong_samples"] += len(rewards)
         self.counts["overlong_punished"] += sum(r < 0 for r in rewards)
         return rewards
+
+
+def _details(counts: dict) -> dict:
+    if "overlong_samples" not in counts:
+        return {}
+    samples = counts["overlong_samples"]
+    return {"overlong_punished": counts.get("overlong_punished", 0) / samples if samples else None}
+
+
+register(HookTrick(
+    "soft_overlong", "TRL's soft overlong punishment (DAPO Eq. 13) as a second reward",
+    fields={"cache_fraction": (lambda x: is_number(x) and 0 < x < 1,
+                               "a fraction of max_completion_length in (0, 1)"),
+            "weight": (lambda x: is_number(x) and x > 0, "a number > 0")},
+    measure=("overlong_punished", "completions punished for length"),
+    details=_details, added_later=True))
