@@ -8,11 +8,15 @@ The hook points, in the order a training step meets them:
 
     TRL samples and scores  ->  rewards [completions x reward functions]
         `shape_rewards`     before TRL's group advantage (clip, length penalty, a floor)
+        `generation`        then, more rounds of sampling (dynamic sampling)
     TRL's group z-score     ->  advantages [completions], the whole step's batch
         `advantages`        after it, before the batch is split (W-REINFORCE, Pass@k)
     TRL's loss              ->  advantages per token, with the policy's log-probs now
         `token_advantages`  inside the loss: a token given 0 carries no policy gradient
                             (Clip-Cov); TRL's clip, KL and normaliser apply as usual
+
+and, where the trainer is built, `reward_function`: one more reward function of TRL's, at
+its weight (the soft overlong punishment).
 
 A new hook trick is one trick YAML plus one module that calls `register(HookTrick(...))`
 (docs/guide.md, "Add a trick"); the YAML names the module in `trick.modules`, and every
@@ -41,6 +45,22 @@ class RewardBatch:
     lengths: Any      # [completions] completion tokens
     group_size: int
     max_length: int   # trainer.max_completion_length
+
+
+@dataclass
+class Generation:
+    """What the `generation` point sees: the step's sampled batch, and how to sample more."""
+
+    out: dict         # TRL's sampled and scored batch for the step's prompts (its format)
+    rewards: Any      # [completions] its weighted rewards, after the rewards point
+    prompts: int      # the step's prompts (groups)
+    group_size: int
+    step: int
+    seed: int
+    dataset_size: int
+    sample: Callable[[list[int]], tuple[dict, Any]]  # dataset rows -> (batch, its rewards)
+    merge: Callable[[list[dict], list[tuple[int, int]]], dict]  # (round, group) rows -> batch
+    counts: Counter   # the run's activity counters
 
 
 @dataclass
@@ -76,7 +96,11 @@ class HookTrick:
     Its points (any of them, see the module's drawing), each given the hook's value:
     - `shape_rewards(RewardBatch, value) -> (new rewards, changed [completions] bool)`;
     - `advantages(StepBatch, value) -> new advantages [completions]`;
-    - `token_advantages(TokenBatch, value) -> new advantages [rows, tokens]`.
+    - `token_advantages(TokenBatch, value) -> new advantages [rows, tokens]`;
+    - `reward_function(value, cfg, counts) -> (function, weight)`: one more of TRL's reward
+      functions, at its weight (the task's reward has weight 1); it counts for itself;
+    - `generation(Generation, value) -> (the step's batch, its rewards)`: what a training
+      step trains on, from more rounds of sampling; it counts for itself.
     The trainer counts, on training batches, how many units each point's function changed
     (counters `<name>_units` and `<name>_changed`: completions, completions, tokens); the
     default `measure` is that share, under the hook's name. `measure` names another activity
@@ -97,6 +121,8 @@ class HookTrick:
     shape_rewards: Callable[..., Any] | None = None
     advantages: Callable[[StepBatch, Any], Any] | None = None
     token_advantages: Callable[[TokenBatch, Any], Any] | None = None
+    reward_function: Callable[[Any, dict, Counter], tuple[Callable, float]] | None = None
+    generation: Callable[[Generation, Any], tuple[dict, Any]] | None = None
     details: Callable[[Counter], dict] | None = None
     check: Callable[[Any, dict], str | None] | None = None
     order: int = 100

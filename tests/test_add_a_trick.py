@@ -44,9 +44,9 @@ HOOK_MODULE = '''
 from grpo_ablate.hook_tricks import HookTrick, register
 
 
-def raise_to_floor(rewards, lengths, floor, group_size):
-    changed = (rewards < floor).any(dim=1)
-    return rewards.clamp(min=floor), changed
+def raise_to_floor(batch, floor):
+    changed = (batch.rewards < floor).any(dim=1)
+    return batch.rewards.clamp(min=floor), changed
 
 
 register(HookTrick(

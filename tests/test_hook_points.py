@@ -173,3 +173,14 @@ def test_clip_cov_draws_from_the_generator_it_is_given():
         return (clip_cov.clip_cov_keep(batch, 0.05, -10.0, 10.0) == 0).nonzero().tolist()
 
     assert dropped(1) == dropped(1) and dropped(1) != dropped(2)
+
+
+def test_the_baseline_turns_off_every_built_in_hook_and_nothing_else():
+    """The recipe's `hooks:` block holds the built-in hooks' off values, one per module of the
+    registry's import list; a variant's hook is set by its own trick file alone."""
+    from grpo_ablate.config import specs_for
+    from grpo_ablate.hook_tricks import BUILT_IN
+
+    hooks = specs_for([], multirun=False)[0].config["hooks"]
+    assert sorted(hooks) == sorted(m.rsplit(".", 1)[1] for m in BUILT_IN)
+    assert not any(HOOKS[name].active(value) for name, value in hooks.items())

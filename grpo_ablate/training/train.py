@@ -49,7 +49,6 @@ from grpo_ablate.training.outcome import (
 )
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
-from grpo_ablate.training.tricks.soft_overlong import SoftOverlongReward
 from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
 from grpo_ablate.training.wandb_logger import (
     WandbHistoryCallback,
@@ -90,11 +89,13 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
     # rewrites what the others read.
     callbacks = [StepClock(state), faults, *callbacks]
     rewards = [faults.wrap_reward(make_reward_function(task, state.cost))]
-    soft = cfg["hooks"].get("soft_overlong")
-    if soft is not None:  # TRL's function as a second reward, at its weight
-        rewards.append(SoftOverlongReward(cfg["trainer"]["max_completion_length"],
-                                          soft["cache_fraction"], state.activity))
-        kwargs["reward_weights"] = [1.0, soft["weight"]]
+    weights = [1.0]
+    for hook, value in hook_tricks.hooks_at("reward_function", cfg["hooks"]):
+        function, weight = hook.reward_function(value, cfg, state.activity)
+        rewards.append(function)
+        weights.append(weight)
+    if len(rewards) > 1:  # more reward functions than the task's, each at its weight
+        kwargs["reward_weights"] = weights
     pause_point("model_load")
     trainer = AblationGRPOTrainer(
         model=model_path,  # a path: TRL builds the frozen reference from the same checkpoint

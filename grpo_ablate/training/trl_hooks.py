@@ -34,6 +34,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from grpo_ablate.hook_tricks import (
+    Generation,
     HookTrick,
     RewardBatch,
     StepBatch,
@@ -43,7 +44,6 @@ from grpo_ablate.hook_tricks import (
 )
 from grpo_ablate.training.outcome import WEIGHT_MOVED
 from grpo_ablate.training.run_state import RunState
-from grpo_ablate.training.tricks.dynamic_sampling import keep_groups, valid_groups
 from grpo_ablate.training.tricks.filter_low_reward import (
     filter_active,
     kept_loss_scale,
@@ -364,8 +364,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         out = self._sampled(inputs)
         hooks = self.ablation_hooks
         mode = "train" if self.model.training else "eval"
-        if hooks.get("dynamic_sampling") and mode == "train":
-            out = self._dynamic_sampling(inputs, out, hooks["dynamic_sampling"]["max_rounds"])
+        if mode == "train":
+            out = self._generation_hooks(inputs, out)
         self.run_state.generation_seconds += time.perf_counter() - start  # and its rewards
         n = out["completion_mask"].size(0)
         local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
@@ -418,31 +418,25 @@ class AblationGRPOTrainer(GRPOTrainer):
             cost["prompt_tokens"] = cost.get("prompt_tokens", 0) + int(out["prompt_mask"].sum())
         return out
 
-    # -- dynamic sampling (DAPO): more rounds until the step's groups have varied rewards --
-    def _dynamic_sampling(self, inputs: list[dict], first: dict, max_rounds: int) -> dict:
-        """Over-sample prompts (seeded by the run's seed and the step) until the step holds
-        as many groups with varied rewards as it asked for, or max_rounds rounds ran; then
-        the batch of the kept groups (tricks/dynamic_sampling.py)."""
-        group = self.num_generations
-        needed = len(inputs) // group
-        outs, rewards = [first], [self._shaped_rewards.detach().cpu()]
-        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + self.state.global_step)
-        while sum(int(valid_groups(r, group).sum()) for r in rewards) < needed \
-                and len(outs) < max_rounds:
-            picks = torch.randint(len(self.train_dataset), (needed,), generator=gen).tolist()
-            extra = [self.train_dataset[i] for i in picks for _ in range(group)]
-            outs.append(self._sampled(extra))
-            rewards.append(self._shaped_rewards.detach().cpu())
-        kept, capped = keep_groups(rewards, group, needed)
-        # The rewards of the batch the step trains on, for the hooks after this point.
-        self._shaped_rewards = torch.cat([rewards[r][g * group:(g + 1) * group] for r, g in kept])
-        self.activity["dynamic_steps"] += 1
-        self.activity["dynamic_rounds"] += len(outs)
-        self.activity["dynamic_groups"] += sum(r.numel() // group for r in rewards)
-        self.activity["dynamic_filtered"] += sum(int((~valid_groups(r, group)).sum())
-                                                 for r in rewards)
-        self.activity["dynamic_cap_hit"] += int(capped)
-        return merge_groups(outs, kept, group, self.processing_class.pad_token_id)
+    # -- the generation point: more rounds of sampling (dynamic sampling) ------------------
+    def _generation_hooks(self, inputs: list[dict], out: dict) -> dict:
+        """The hooks at the generation point choose the batch the step trains on; the rewards
+        of that batch are what the hooks after this point see."""
+        for hook, value in hooks_at("generation", self.ablation_hooks):
+            def sample(rows: list[int]) -> tuple[dict, torch.Tensor]:
+                group = [self.train_dataset[i] for i in rows for _ in range(self.num_generations)]
+                more = self._sampled(group)
+                return more, self._shaped_rewards.detach().cpu()
+
+            out, self._shaped_rewards = hook.generation(Generation(
+                out=out, rewards=self._shaped_rewards.detach().cpu(),
+                prompts=len(inputs) // self.num_generations, group_size=self.num_generations,
+                step=self.state.global_step, seed=self.args.seed,
+                dataset_size=len(self.train_dataset), sample=sample,
+                merge=lambda outs, kept: merge_groups(outs, kept, self.num_generations,
+                                                      self.processing_class.pad_token_id),
+                counts=self.activity), value)
+        return out
 
     # -- TRL's own variants that log nothing of how often they acted: counted -------------
     def get_off_policy_mask(self, advantages, per_token_logps, sampling_per_token_logps, mask,

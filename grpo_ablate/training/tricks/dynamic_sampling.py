@@ -6,14 +6,14 @@ groups first, then as many of the equal-reward groups as fill the batch (they ca
 gradient), and the run counts how often that happened. The generations of every round are
 counted in the run's budget by the reward function, so "budget vs baseline" shows the cost.
 
-`keep_groups` is the selection, a pure function of the rounds' rewards; trl_hooks.py wires
-it into TRL's generation."""
+`keep_groups` is the selection, a pure function of the rounds' rewards; the trainer calls
+`_at_generation` at its generation point, which samples through TRL's own generation."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from grpo_ablate.hook_tricks import HookTrick, register
+from grpo_ablate.hook_tricks import Generation, HookTrick, register
 from grpo_ablate.values import is_int
 
 
@@ -39,6 +39,31 @@ def keep_groups(rounds: list[Any], group_size: int, needed: int
             for p in ((rr, g) for g in range(rewards.numel() // group_size)) if p in chosen], True
 
 
+def _at_generation(g: Generation, value: dict) -> tuple[dict, Any]:
+    """Over-sample prompts (seeded by the run's seed and the step) until the step holds as
+    many groups with varied rewards as it asked for, or max_rounds rounds ran; then the
+    batch of the kept groups, and its rewards."""
+    import torch
+
+    outs, rewards = [g.out], [g.rewards]
+    gen = torch.Generator().manual_seed(g.seed * 1_000_003 + g.step)
+    while sum(int(valid_groups(r, g.group_size).sum()) for r in rewards) < g.prompts \
+            and len(outs) < value["max_rounds"]:
+        more, more_rewards = g.sample(torch.randint(g.dataset_size, (g.prompts,),
+                                                    generator=gen).tolist())
+        outs.append(more)
+        rewards.append(more_rewards)
+    kept, capped = keep_groups(rewards, g.group_size, g.prompts)
+    g.counts["dynamic_steps"] += 1
+    g.counts["dynamic_rounds"] += len(outs)
+    g.counts["dynamic_groups"] += sum(r.numel() // g.group_size for r in rewards)
+    g.counts["dynamic_filtered"] += sum(int((~valid_groups(r, g.group_size)).sum())
+                                        for r in rewards)
+    g.counts["dynamic_cap_hit"] += int(capped)
+    size = g.group_size
+    return g.merge(outs, kept), torch.cat([rewards[r][k * size:(k + 1) * size] for r, k in kept])
+
+
 def _details(counts: dict) -> dict:
     steps = counts.get("dynamic_steps", 0)
     if not counts.get("dynamic_groups"):
@@ -61,4 +86,4 @@ register(HookTrick(
     fields={"max_rounds": (lambda x: is_int(x) and 1 <= x <= 100,
                            "an integer in [1, 100] (generation rounds a step)")},
     measure=("dynamic_filtered_groups", "groups filtered out (all rewards equal)"),
-    details=_details, check=_check, added_later=True))
+    generation=_at_generation, details=_details, check=_check, added_later=True))

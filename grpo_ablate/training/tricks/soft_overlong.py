@@ -1,7 +1,7 @@
-"""DAPO's soft overlong punishment (Eq. 13) as a second reward function: TRL's own
-`trl.rewards.get_soft_overlong_punishment`, weighted by `hooks.soft_overlong.weight` through
-GRPOConfig's `reward_weights`, and counted (how many completions it punished) for the
-record's activity."""
+"""DAPO's soft overlong punishment (Eq. 13) as a second reward function (the hook point
+`reward_function`): TRL's own `trl.rewards.get_soft_overlong_punishment`, weighted by
+`hooks.soft_overlong.weight` through GRPOConfig's `reward_weights`, and counted (how many
+completions it punished) for the record's activity."""
 
 from __future__ import annotations
 
@@ -48,4 +48,7 @@ register(HookTrick(
                                "a fraction of max_completion_length in (0, 1)"),
             "weight": (lambda x: is_number(x) and x > 0, "a number > 0")},
     measure=("overlong_punished", "completions punished for length"),
+    reward_function=lambda value, cfg, counts: (
+        SoftOverlongReward(cfg["trainer"]["max_completion_length"], value["cache_fraction"],
+                           counts), value["weight"]),
     details=_details, added_later=True))
