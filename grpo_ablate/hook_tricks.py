@@ -8,6 +8,7 @@ The hook points, in the order a training step meets them:
 
     TRL samples and scores  ->  rewards [completions x reward functions]
         `shape_rewards`     before TRL's group advantage (clip, length penalty, a floor)
+        `drop_samples`      then, samples left out of the advantage and the loss (filtering)
         `generation`        then, more rounds of sampling (dynamic sampling)
     TRL's group z-score     ->  advantages [completions], the whole step's batch
         `advantages`        after it, before the batch is split (W-REINFORCE, Pass@k)
@@ -45,6 +46,16 @@ class RewardBatch:
     lengths: Any      # [completions] completion tokens
     group_size: int
     max_length: int   # trainer.max_completion_length
+
+
+@dataclass
+class DropBatch:
+    """What the `drop_samples` point sees: a training batch's weighted rewards (after the
+    rewards point, every process's share) and where training is."""
+
+    rewards: Any      # [completions]
+    step: int
+    max_steps: int
 
 
 @dataclass
@@ -100,7 +111,11 @@ class HookTrick:
     - `reward_function(value, cfg, counts) -> (function, weight)`: one more of TRL's reward
       functions, at its weight (the task's reward has weight 1); it counts for itself;
     - `generation(Generation, value) -> (the step's batch, its rewards)`: what a training
-      step trains on, from more rounds of sampling; it counts for itself.
+      step trains on, from more rounds of sampling; it counts for itself;
+    - `drop_samples(DropBatch, value) -> keep [completions] bool, or None (none dropped this
+      step)`: a dropped sample's rewards become NaN before TRL's group advantage (TRL leaves
+      it out of its group's mean and std and gives it advantage 0), and it leaves the loss
+      mask and every normaliser; the share dropped is logged as `dropped_metric`.
     The trainer counts, on training batches, how many units each point's function changed
     (counters `<name>_units` and `<name>_changed`: completions, completions, tokens); the
     default `measure` is that share, under the hook's name. `measure` names another activity
@@ -123,6 +138,8 @@ class HookTrick:
     token_advantages: Callable[[TokenBatch, Any], Any] | None = None
     reward_function: Callable[[Any, dict, Counter], tuple[Callable, float]] | None = None
     generation: Callable[[Generation, Any], tuple[dict, Any]] | None = None
+    drop_samples: Callable[[DropBatch, Any], Any] | None = None
+    dropped_metric: str | None = None
     details: Callable[[Counter], dict] | None = None
     check: Callable[[Any, dict], str | None] | None = None
     order: int = 100
@@ -140,6 +157,7 @@ class HookTrick:
 
 # The points with a counted function, and what each counts.
 POINTS = {"shape_rewards": "completions whose reward {name} changed",
+          "drop_samples": "completions {name} dropped",
           "advantages": "completions whose advantage {name} changed",
           "token_advantages": "tokens whose advantage {name} changed"}
 
@@ -296,6 +314,14 @@ def on_whole_batch(local: Any, gather: Callable[[Any], Any], rank: int,
     of the result: the advantages point, where one process alone would see a part."""
     n = local.size(0)
     return fn(gather(local))[rank * n:(rank + 1) * n]
+
+
+def kept_loss_scale(keep: Any, gather: Callable[[Any], Any], processes: int) -> Any:
+    """The factor that turns a per-sequence loss averaged over this process's micro-batch
+    (which DDP then averages over processes) into an average over the sequences kept on
+    every process (drop_samples): n_local * processes / kept everywhere."""
+    kept = gather(keep.sum().reshape(1)).sum()
+    return keep.numel() * processes / kept.clamp(min=1)
 
 
 def added_later(name: str) -> bool:

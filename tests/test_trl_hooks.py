@@ -90,13 +90,13 @@ def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
         kept = mask.sum(1) > 0
         if o["step"] < 2:  # steps 0-1 of 4: inside the first half
             assert torch.equal(kept, o["rewards"] >= 0.25)
-            assert torch.equal(o["out"]["filter_keep"], kept)
+            assert torch.equal(o["out"]["kept_rows"], kept)
             assert int(o["out"]["num_items_in_batch"]) == int(mask.sum())
             # Advantages over the kept samples only: dropped samples are not in the baseline.
             expected = kept_group_advantages(o["rewards"], kept, 16)
             assert torch.allclose(o["out"]["advantages"], expected, atol=1e-5)
         else:
-            assert bool(kept.all()) and "filter_keep" not in o["out"]
+            assert bool(kept.all()) and "kept_rows" not in o["out"]
     assert any((o["rewards"] < 0.25).any() for o in outs if o["step"] < 2)
     dropped = trainer.state.log_history
     assert any(h.get("filter/frac_dropped", 0) > 0 for h in dropped)
@@ -128,10 +128,10 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
         trainer._generate_and_score_completions = lambda inputs: seen.append(original(inputs)) or seen[-1]
         trainer.train()
     out = seen[0]
-    assert torch.equal(out["filter_keep"], torch.tensor([i % 16 < 8 for i in range(64)]))
+    assert torch.equal(out["kept_rows"], torch.tensor([i % 16 < 8 for i in range(64)]))
     assert torch.equal(out["advantages"], torch.zeros(64))
-    assert int(out["completion_mask"][~out["filter_keep"]].sum()) == 0
-    assert trainer.activity["filter_dropped"] == 32 and trainer.activity["filter_samples"] == 64
+    assert int(out["completion_mask"][~out["kept_rows"]].sum()) == 0
+    assert trainer.activity["filter_low_reward_changed"] == 32 and trainer.activity["filter_low_reward_units"] == 64
 
 
 def test_global_adv_norm_restandardises_after_group_zscore(tiny_policy):

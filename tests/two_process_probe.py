@@ -10,9 +10,8 @@ import sys
 import torch
 from accelerate import Accelerator
 
-from grpo_ablate.hook_tricks import on_whole_batch
+from grpo_ablate.hook_tricks import kept_loss_scale, on_whole_batch
 from grpo_ablate.tasks.evaluation import generate
-from grpo_ablate.training.tricks.filter_low_reward import kept_loss_scale
 from grpo_ablate.training.tricks.global_adv_norm import apply_global_adv_norm
 
 

@@ -34,21 +34,18 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from grpo_ablate.hook_tricks import (
+    DropBatch,
     Generation,
     HookTrick,
     RewardBatch,
     StepBatch,
     TokenBatch,
     hooks_at,
+    kept_loss_scale,
     on_whole_batch,
 )
 from grpo_ablate.training.outcome import WEIGHT_MOVED
 from grpo_ablate.training.run_state import RunState
-from grpo_ablate.training.tricks.filter_low_reward import (
-    filter_active,
-    kept_loss_scale,
-    low_reward_keep_mask,
-)
 
 TESTED_TRL = (1, 16)
 # The private methods overridden below, with the parameters this module relies on.
@@ -88,6 +85,7 @@ VLLM_SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty",
 # Loss types that average per sequence over the batch: a filtered-out sequence would still
 # count in that average, so the loss is rescaled to average over the kept ones.
 PER_SEQUENCE_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")
+KEPT_ROWS = "kept_rows"  # the batch's entry for the rows drop_samples kept (the loss rescales)
 
 
 def gather_errors(trainer: GRPOTrainer, error: str | None) -> list[str | None]:
@@ -230,7 +228,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         self._shaped_rewards: torch.Tensor | None = None
         self._loss_inputs: dict | None = None  # the micro-batch TRL's loss is computing
         self._loss_calls = (-1, 0)  # (step, micro-batches of that step): their seeds
-        self._filter_keep: torch.Tensor | None = None
+        self._keep: torch.Tensor | None = None  # the drop_samples point's, this batch
         self._train_sampler: EpochSeededSampler | None = None
         args_ = kwargs.get("args")
         seed = args_.seed if args_ is not None else 42
@@ -307,13 +305,6 @@ class AblationGRPOTrainer(GRPOTrainer):
             self.accelerator.unwrap_model(self.ref_model).load_state_dict(saved)
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
-    def _filter_window(self) -> dict | None:
-        window = self.ablation_hooks.get("filter_low_reward")
-        if window is None or not self.model.training:
-            return None
-        on = filter_active(self.state.global_step, self.state.max_steps, window["start"], window["end"])
-        return window if on else None
-
     # -- rewards: shaped (and filtered) before TRL subtracts the group mean ---------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions,
@@ -325,15 +316,18 @@ class AblationGRPOTrainer(GRPOTrainer):
         lengths = gather(lengths)  # rewards are gathered across processes; match them
         rewards_per_func = self._reward_hooks(rewards_per_func, lengths, weights, mode)
         self._shaped_rewards = (rewards_per_func * weights).nansum(1)
-        self._filter_keep = None
-        window = self._filter_window()
-        if window is not None:
-            keep = low_reward_keep_mask(self._shaped_rewards, window["threshold"]).bool()
+        self._keep = None
+        if mode == "train":
+            for hook, value in hooks_at("drop_samples", self.ablation_hooks):
+                keep = hook.drop_samples(DropBatch(self._shaped_rewards, self.state.global_step,
+                                                   self.state.max_steps), value)
+                if keep is None:
+                    continue
+                self._count(hook, keep.numel(), int((~keep).sum()))
+                self._keep = keep if self._keep is None else self._keep & keep
+        if self._keep is not None:
             # All-NaN rows take no part in TRL's group mean/std and get advantage 0.
-            rewards_per_func = rewards_per_func.masked_fill(~keep[:, None], float("nan"))
-            self._filter_keep = keep
-            self.activity["filter_samples"] += keep.numel()
-            self.activity["filter_dropped"] += int((~keep).sum())
+            rewards_per_func = rewards_per_func.masked_fill(~self._keep[:, None], float("nan"))
         return rewards_per_func
 
     def _reward_hooks(self, rewards: torch.Tensor, lengths: torch.Tensor,
@@ -370,21 +364,23 @@ class AblationGRPOTrainer(GRPOTrainer):
         n = out["completion_mask"].size(0)
         local = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
         self._advantage_hooks(out, mode)
-        if hooks.get("filter_low_reward") is not None and mode == "train":
+        droppers = hooks_at("drop_samples", hooks) if mode == "train" else []
+        if droppers:
             dropped = 0.0
-            if self._filter_keep is not None:
-                keep = self._filter_keep[local].to(out["completion_mask"].device)
+            if self._keep is not None:
+                keep = self._keep[local].to(out["completion_mask"].device)
                 # Dropped samples get no gradient (their KL term included) and leave every
                 # normaliser: the token count (dapo) and the per-sequence mean (grpo).
                 out["completion_mask"] = out["completion_mask"] * keep[:, None]
                 out["num_items_in_batch"] = self.accelerator.gather(
                     out["completion_mask"].sum()).sum()
-                out["filter_keep"] = keep
-                dropped = 1.0 - self._filter_keep.float().mean().item()
+                out[KEPT_ROWS] = keep
+                dropped = 1.0 - self._keep.float().mean().item()
                 # TRL logs the reward over kept rows only; the run's reward is over all of them.
                 self._metrics[mode]["reward"][-1] = self._shaped_rewards.mean().item()
                 self._metrics[mode]["reward_std"][-1] = self._shaped_rewards.std().item()
-            self._metrics[mode]["filter/frac_dropped"].append(dropped)
+            for hook, _ in droppers:
+                self._metrics[mode][hook.dropped_metric or f"{hook.name}/frac_dropped"].append(dropped)
         return out
 
     def _advantage_hooks(self, out: dict, mode: str) -> None:
@@ -509,7 +505,7 @@ class AblationGRPOTrainer(GRPOTrainer):
     # -- the loss: per-sequence averages over kept samples ----------------------------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        keep = inputs.get("filter_keep")
+        keep = inputs.get(KEPT_ROWS)
         if keep is not None and self.loss_type in PER_SEQUENCE_LOSSES:
             # Over the kept sequences of every process's micro-batch, not this one's alone.
             loss = loss * kept_loss_scale(keep, self.accelerator.gather,

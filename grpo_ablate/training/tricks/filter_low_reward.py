@@ -1,28 +1,16 @@
 """Low-reward filtering: in [start, end) of training, samples whose reward is under the
-threshold are dropped. Their rewards become NaN before TRL's group advantage (TRL leaves an
-all-NaN row out of its group's mean and std and gives it advantage 0), so the kept samples'
-advantages are computed over the kept samples only, as the review defines the trick; the
-dropped ones leave the loss mask and every normaliser. trl_hooks.py calls these functions at
-the rewards point, after the advantages, and in the loss."""
+threshold are dropped (the hook point `drop_samples`). Their rewards become NaN before TRL's
+group advantage (TRL leaves an all-NaN row out of its group's mean and std and gives it
+advantage 0), so the kept samples' advantages are computed over the kept samples only, as the
+review defines the trick; the dropped ones leave the loss mask and every normaliser."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
-from grpo_ablate.hook_tricks import HookTrick, register, shaping_quantiles
+from grpo_ablate.hook_tricks import DropBatch, HookTrick, counted_share, register, shaping_quantiles
 from grpo_ablate.values import is_fraction, is_number
-
-Gather = Callable[[Any], Any]
-
-
-def kept_loss_scale(keep: Any, gather: Gather, processes: int) -> Any:
-    """The factor that turns a per-sequence loss averaged over this process's micro-batch
-    (which DDP then averages over processes) into an average over the sequences kept by
-    the filter on every process: n_local * processes / kept everywhere."""
-    kept = gather(keep.sum().reshape(1)).sum()
-    return keep.numel() * processes / kept.clamp(min=1)
 
 
 def filter_active(step: int, max_steps: int, start: float, end: float) -> bool:
@@ -38,10 +26,10 @@ def low_reward_keep_mask(rewards: Any, threshold: float) -> Any:
     return (rewards >= threshold).to(torch.long)
 
 
-def _details(counts: dict) -> dict:
-    samples = counts.get("filter_samples", 0)
-    return {"filter_dropped_in_window": counts.get("filter_dropped", 0) / samples
-            if samples else None}
+def _at_drop(batch: DropBatch, window: dict) -> Any:
+    if not filter_active(batch.step, batch.max_steps, window["start"], window["end"]):
+        return None
+    return low_reward_keep_mask(batch.rewards, window["threshold"]).bool()
 
 
 def _check(window: dict, cfg: dict) -> str | None:
@@ -58,6 +46,7 @@ register(HookTrick(
             "start": (is_fraction, "a fraction of training in [0, 1]"),
             "end": (is_fraction, "a fraction of training in [0, 1]")},
     measure=("filter_dropped_in_window", "samples dropped, in the filter's window"),
-    details=_details, check=_check,
+    drop_samples=_at_drop, dropped_metric="filter/frac_dropped", check=_check,
+    details=lambda counts: {"filter_dropped_in_window": counted_share(counts, "filter_low_reward")},
     in_reward_units=lambda window, q: {**window, "threshold": q(window["threshold"])},
     reward_values=lambda window: {"filter_threshold": float(window["threshold"])}))
