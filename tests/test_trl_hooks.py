@@ -21,6 +21,20 @@ def test_trl_version_and_internals_are_the_tested_ones():
     check_trl_compat()
 
 
+def test_a_loss_that_reads_the_advantages_before_the_log_probs_fails_the_check(monkeypatch):
+    """The loss point rewrites the advantages after TRL computes the policy's log-probs: a
+    TRL whose `_compute_loss` reads them first (or takes no per-token ones) is refused."""
+    def moved(self, model, inputs):
+        advantages = inputs["advantages"]
+        if advantages.dim() == 1:
+            advantages = advantages.unsqueeze(1)
+        return self._get_per_token_logps_and_entropies(model, inputs, None, 1)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", moved)
+    with pytest.raises(RuntimeError, match="token_advantages point"):
+        check_trl_compat()
+
+
 def run_trainer(tiny_policy, overrides, steps=2):
     """Train a few steps and return (trainer, outputs of every generate-and-score call)."""
     (spec,) = specs_for([f"trainer.max_steps={steps}", "eval.every_steps=0", *overrides], False)

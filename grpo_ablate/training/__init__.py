@@ -2,7 +2,7 @@
 
 train.py        the run: trainer, callbacks, held-out evaluations, the record
 trl_hooks.py    the one module touching TRL internals: the tricks TRL lacks, wired in
-tricks/         those tricks as small pure functions on tensors, one file per family
+tricks/         the hook tricks, one module each: tensor code and declaration
 callbacks.py    history, held-out evals (raw and EMA), divergence guard
 start_eval.py   the start-of-run evaluation, computed once per seed and reused
 faults.py       fault injection for the tests, attached from outside the trainer

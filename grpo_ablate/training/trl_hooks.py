@@ -1,14 +1,18 @@
 """The one module that touches TRL internals.
 
-`AblationGRPOTrainer` is TRL's real `GRPOTrainer` plus the tricks TRL lacks, wired in at two
-private override points (and one public one: the loss, for the filter's normaliser); plus,
-for mid-run checkpoints that resume bit for bit, three more (`_save_checkpoint`,
-`_get_train_sampler`, the Trainer's `_run_epoch`), and the run's seed for TRL's colocated
-vLLM engine; the synced reference's weights beside each checkpoint (`train` loads them on
-resume); and counters in two of TRL's loss helpers (`get_off_policy_mask`,
+`AblationGRPOTrainer` is TRL's real `GRPOTrainer` plus a dispatcher for the tricks TRL lacks:
+at each hook point (grpo_ablate/hook_tricks.py) it calls the functions of the hook tricks a
+run turns on, in their declared order. The points sit in TRL's private methods: the rewards,
+the dropped samples and the extra generation rounds in `_calculate_rewards` and
+`_generate_and_score_completions`, the advantages after TRL's group z-score, and the
+per-token advantages inside the loss, between `_get_per_token_logps_and_entropies` and the
+moment `_compute_loss` reads them; dropped rows leave the loss through the public
+`compute_loss`. For mid-run checkpoints that resume bit for bit, three more overrides
+(`_save_checkpoint`, `_get_train_sampler`, the Trainer's `_run_epoch`), and the run's seed for
+TRL's colocated vLLM engine; the synced reference's weights beside each checkpoint (`train`
+loads them on resume); and counters in two of TRL's loss helpers (`get_off_policy_mask`,
 `get_gamma_weights`), for how often those variants acted. With every hook off it computes
-exactly what the bare trainer computes
-(tests/test_runs.py). TRL is pinned in pyproject.toml;
+exactly what the bare trainer computes (tests/test_runs.py). TRL is pinned in pyproject.toml;
 tests/test_trl_hooks.py fails loudly when these methods or their behaviour move, which is
 the signal to re-check this file before widening the pin.
 
@@ -17,7 +21,9 @@ TRL behaviour relied on (checked by tests/test_trl_hooks.py):
   all processes, before the group mean is taken;
 - a completion whose rewards are all NaN is left out of its group's mean and std and gets
   advantage 0 (TRL's "unscorable" rule): low-reward filtering uses it, so the kept samples'
-  advantages are computed over the kept samples only, as the review defines the trick.
+  advantages are computed over the kept samples only, as the review defines the trick;
+- `_compute_loss` computes the policy's log-probs before it reads `inputs["advantages"]`, and
+  takes per-token [rows, tokens] advantages as they are (the loss point, check_trl_compat).
 """
 
 from __future__ import annotations
@@ -210,10 +216,10 @@ class EpochSeededSampler(RepeatSampler):
 
 
 class AblationGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer + reward clip, length penalty, low-reward filter, global advantage norm.
+    """GRPOTrainer + the hook tricks a run turns on, called at their points.
 
-    `activity` counts how often each of these tricks acted (samples clipped, groups whose
-    advantages the length penalty changed, samples dropped), for the record."""
+    `activity` counts how often each of them acted (the units each point function changed,
+    and what a hook counts for itself), for the record."""
 
     def __init__(self, *args: Any, hooks: dict | None = None,
                  run_state: RunState | None = None, checkpoints=None, **kwargs: Any) -> None:
