@@ -145,7 +145,8 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
     assert torch.equal(out["kept_rows"], torch.tensor([i % 16 < 8 for i in range(64)]))
     assert torch.equal(out["advantages"], torch.zeros(64))
     assert int(out["completion_mask"][~out["kept_rows"]].sum()) == 0
-    assert trainer.activity["filter_low_reward_changed"] == 32 and trainer.activity["filter_low_reward_units"] == 64
+    assert (trainer.activity["filter_low_reward_changed"],
+            trainer.activity["filter_low_reward_units"]) == (32, 64)
 
 
 def test_global_adv_norm_restandardises_after_group_zscore(tiny_policy):
