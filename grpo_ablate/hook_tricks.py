@@ -17,7 +17,8 @@ The hook points, in the order a training step meets them:
                             (Clip-Cov); TRL's clip, KL and normaliser apply as usual
 
 and, where the trainer is built, `reward_function`: one more reward function of TRL's, at
-its weight (the soft overlong punishment).
+its weight (the soft overlong punishment); and, around the held-out evaluation,
+`policy_average`: averaged weights evaluated as the arm's policy (EMA).
 
 A new hook trick is one trick YAML plus one module that calls `register(HookTrick(...))`
 (docs/guide.md, "Add a trick"); the YAML names the module in `trick.modules`, and every
@@ -115,7 +116,11 @@ class HookTrick:
     - `drop_samples(DropBatch, value) -> keep [completions] bool, or None (none dropped this
       step)`: a dropped sample's rewards become NaN before TRL's group advantage (TRL leaves
       it out of its group's mean and std and gives it advantage 0), and it leaves the loss
-      mask and every normaliser; the share dropped is logged as `dropped_metric`.
+      mask and every normaliser; the share dropped is logged as `dropped_metric`;
+    - `policy_average(value, model, saved) -> average`: averaged weights that are the arm's
+      policy (EMA), evaluated beside the raw weights: `average.update(model)` after each
+      optimizer step, `average.swapped_in(model)` for an evaluation, `average.shadow` what
+      a checkpoint keeps (`saved`: a resumed run's).
     The trainer counts, on training batches, how many units each point's function changed
     (counters `<name>_units` and `<name>_changed`: completions, completions, tokens); the
     default `measure` is that share, under the hook's name. `measure` names another activity
@@ -139,6 +144,7 @@ class HookTrick:
     reward_function: Callable[[Any, dict, Counter], tuple[Callable, float]] | None = None
     generation: Callable[[Generation, Any], tuple[dict, Any]] | None = None
     drop_samples: Callable[[DropBatch, Any], Any] | None = None
+    policy_average: Callable[[Any, Any, dict | None], Any] | None = None
     dropped_metric: str | None = None
     details: Callable[[Counter], dict] | None = None
     check: Callable[[Any, dict], str | None] | None = None

@@ -184,3 +184,24 @@ def test_the_baseline_turns_off_every_built_in_hook_and_nothing_else():
     hooks = specs_for([], multirun=False)[0].config["hooks"]
     assert sorted(hooks) == sorted(m.rsplit(".", 1)[1] for m in BUILT_IN)
     assert not any(HOOKS[name].active(value) for name, value in hooks.items())
+
+
+BUILT_IN_NAMES = ["reward_clip", "length_penalty", "filter_low_reward", "global_adv_norm",
+                  "ema", "dynamic_sampling", "soft_overlong"]
+
+
+@pytest.mark.parametrize("hook", BUILT_IN_NAMES)
+def test_a_built_in_hook_is_named_by_its_module_its_yamls_and_the_import_list_alone(hook):
+    """Python files of the package that name a built-in hook trick (as a word): its own
+    module and the registry, whose import list names it; YAML files aside (its trick files,
+    the recipe's off value, a task's value for it in reward units)."""
+    import re
+
+    word = re.compile(rf"\b{hook}\b")
+    naming = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                    if word.search(p.read_text()))
+    # task.shaping.length_penalty is a task's key (its value for the trick, in reward units).
+    task_keys = ["config/schema.py"] if hook == "length_penalty" else []
+    assert naming == sorted([f"training/tricks/{hook}.py", "hook_tricks.py", *task_keys])
+    assert f"grpo_ablate.training.tricks.{hook}" in __import__(
+        "grpo_ablate.hook_tricks", fromlist=["BUILT_IN"]).BUILT_IN

@@ -314,8 +314,8 @@ def suggest(key: str) -> str:
     parent = key.rsplit(".", 1)[0]
     block = get(full_schema(), parent)
     if "." in key and parent.count(".") >= 1 and isinstance(block, dict):
-        # A known key under a block that is null here (model.lora, hooks.ema): Hydra cannot
-        # set one key inside null.
+        # A known key under a block that is null here (model.lora, a hook trick's block):
+        # Hydra cannot set one key inside null.
         some = " with any of its keys (those left out take peft's LoraConfig defaults)" \
             if parent == "model.lora" else ""
         return (f"{parent} is null here; allowed: the whole block, "

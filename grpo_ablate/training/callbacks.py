@@ -11,7 +11,6 @@ from collections.abc import Callable
 from transformers import TrainerCallback
 
 from grpo_ablate.training.run_state import RunState
-from grpo_ablate.training.tricks.ema import WeightEMA
 
 # Per-step keys kept in history.jsonl (TRL's names), when the trainer logs them.
 HISTORY_KEYS = (
@@ -89,17 +88,19 @@ class DivergenceGuard(TrainerCallback):
 
 class EvalCallback(TrainerCallback):
     """Held-out evals of the arm's policy at the start, every `every_steps`, and at the end.
-    With EMA on, the policy is the averaged weights (updated after every optimizer step),
-    and the raw weights are evaluated beside them under `raw/eval/`. A resumed run has its
-    start evaluation and EMA weights in its run state already.
+    With a policy average (EMA; the hook point `policy_average`), the policy is the averaged
+    weights (updated after every optimizer step), and the raw weights are evaluated beside
+    them under `raw/eval/`. A resumed run has its start evaluation and averaged weights in its
+    run state already.
 
     `evaluate(model, step, final)` returns a metrics dict; `on_eval(step, prefix, metrics)`
     sees each one as it is made (W&B curves)."""
 
     def __init__(self, evaluate: Callable, state: RunState, every_steps: int,
-                 ema_decay: float | None, on_eval: Callable | None = None) -> None:
+                 average: Callable | None, on_eval: Callable | None = None) -> None:
+        """`average(model, saved)`: the policy average to evaluate, or None."""
         self.evaluate, self.state, self.every = evaluate, state, every_steps
-        self.ema_decay, self.ema, self.on_eval = ema_decay, None, on_eval
+        self.make_average, self.average, self.on_eval = average, None, on_eval
 
     def _add(self, step: int, prefix: str, metrics: dict) -> None:
         self.state.add_eval(step, prefix, metrics, raw=prefix.startswith("raw/"))
@@ -114,23 +115,23 @@ class EvalCallback(TrainerCallback):
             self.state.eval_seconds += time.perf_counter() - start
 
     def _evaluate_all(self, model, step: int, final: bool) -> None:
-        if self.ema is not None:
-            with self.ema.swapped_in(model):
+        if self.average is not None:
+            with self.average.swapped_in(model):
                 self._add(step, "eval/", self.evaluate(model, step, final))
             self._add(step, "raw/eval/", self.evaluate(model, step, final))
         else:
             self._add(step, "eval/", self.evaluate(model, step, final))
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if self.ema_decay is not None:
-            self.ema = WeightEMA(model, self.ema_decay, self.state.ema_shadow)
-            self.state.ema_shadow = self.ema.shadow
+        if self.make_average is not None:
+            self.average = self.make_average(model, self.state.ema_shadow)
+            self.state.ema_shadow = self.average.shadow
         if not self.state.evals:  # a resumed run evaluated its start before the interruption
             self._run(model, 0)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        if self.ema is not None:
-            self.ema.update(model)
+        if self.average is not None:
+            self.average.update(model)
         last = state.global_step >= state.max_steps
         if self.every and state.global_step % self.every == 0 and not last \
                 and not self.state.guard_reason:

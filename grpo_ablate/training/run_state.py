@@ -22,7 +22,7 @@ class RunState:
     history: list[dict] = field(default_factory=list)        # history.jsonl's rows
     evals: list[tuple[int, dict]] = field(default_factory=list)      # the arm's policy
     raw_evals: list[tuple[int, dict]] = field(default_factory=list)  # raw weights beside EMA
-    ema_shadow: dict[str, Any] | None = None   # WeightEMA's averaged weights (tensors)
+    ema_shadow: dict[str, Any] | None = None   # the policy average's weights (EMA; tensors)
     activity: Counter = field(default_factory=Counter)   # how often each hook trick acted
     cost: dict[str, int] = field(default_factory=_no_cost)  # this process's completions, tokens
     eval_seconds: float = 0.0

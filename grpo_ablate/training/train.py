@@ -191,9 +191,15 @@ def wandb_for(spec: RunSpec, state: RunState):
 def run_callbacks(cfg: dict, state: RunState, evaluate: Evaluator, wandb_run) -> list:
     """History, the divergence guard, held-out evals (raw and EMA) and pacing, in the order
     they see each step."""
-    ema = cfg["hooks"].get("ema")
-    evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"],
-                         ema["decay"] if ema else None,
+    averages = hook_tricks.hooks_at("policy_average", cfg["hooks"])
+    average = None
+    if averages:  # the arm's policy is the averaged weights (one average: the first on)
+        hook, value = averages[0]
+
+        def average(model, saved):
+            return hook.policy_average(value, model, saved)
+
+    evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"], average,
                          on_eval=lambda *a: log_eval(wandb_run, state, *a))
     return [HistoryCallback(state), DivergenceGuard(cfg["guard"]["kl_abort"], state), evals,
             PacingCallback(cfg["faults"]["sleep_per_step"])]

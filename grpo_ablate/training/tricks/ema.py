@@ -1,7 +1,8 @@
 """EMA of the policy weights, evaluated beside the raw weights (TRL's BEMACallback only
 saves it): the averaged weights are the arm's policy, its primary metric. The shadow copy
-lives in float32 on the model's device. A callback (training/callbacks.py) updates it after
-each optimizer step and swaps it in for the held-out evaluation."""
+lives in float32 on the model's device. At the hook point `policy_average`: the held-out
+evaluation's callback (training/callbacks.py) updates it after each optimizer step and swaps
+it in to evaluate the arm's policy."""
 
 from __future__ import annotations
 
@@ -62,4 +63,5 @@ def _check(value: dict, cfg: dict) -> str | None:
 register(HookTrick(
     "ema", "averaged weights; the arm's policy (its primary metric)",
     fields={"decay": (lambda x: is_number(x) and 0 < x < 1, "a number in (0, 1)")},
+    policy_average=lambda value, model, saved: WeightEMA(model, value["decay"], saved),
     check=_check))
