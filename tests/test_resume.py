@@ -376,10 +376,14 @@ CASES = {
     # arm, pause point(s) (the n-th time a process reaches it; one kill per point, each
     # attempt resuming the last), the step(s) the resumed attempts start from
     "baseline, killed inside its 3rd save, on W&B": (("logger=wandb",), "checkpoint_write:3", 2),
-    # Three states a resume restores, in one run: EMA's averaged weights, the cosine
-    # scheduler's, and a generation feeding 2 steps (saves only at its boundaries).
-    "ema, lr_cosine, reuse_2x (averaged weights, scheduler, a generation for 2 steps)": (
-        ("trick=ema_0.9", "trainer.lr_scheduler_type=cosine", "trainer.num_iterations=2"),
+    # Four states a resume restores or recomputes, in one run: EMA's averaged weights, the
+    # cosine scheduler's, a generation feeding 2 steps (saves only at its boundaries), and
+    # the tokens Clip-Cov draws at random in each micro-batch (half of them here).
+    "ema, lr_cosine, reuse_2x, clip_cov (averaged weights, scheduler, a generation for 2 "
+    "steps, seeded draws)": (
+        ("trick=ema_0.9", "trainer.lr_scheduler_type=cosine", "trainer.num_iterations=2",
+         "trick.modules=[grpo_ablate.training.tricks.clip_cov]",
+         "+hooks.clip_cov={ratio:0.5,lb:-100,ub:100}"),
         "after_step:5", 4),
     # Killed inside its window (after step 2), then after it (the 2nd attempt's 4th step is 5).
     "filter_low_reward_early, inside its window and after it": (
