@@ -379,10 +379,9 @@ CASES = {
     # Four states a resume restores or recomputes, in one run: EMA's averaged weights, the
     # cosine scheduler's, a generation feeding 2 steps (saves only at its boundaries), and
     # the tokens Clip-Cov draws at random in each micro-batch (half of them here).
-    "ema, lr_cosine, reuse_2x, clip_cov (averaged weights, scheduler, a generation for 2 "
-    "steps, seeded draws)": (
+    "ema, lr_cosine, reuse_2x, clip_cov": (
         ("trick=ema_0.9", "trainer.lr_scheduler_type=cosine", "trainer.num_iterations=2",
-         "trick.modules=[grpo_ablate.training.tricks.clip_cov]",
+         "+trick.modules=[grpo_ablate.training.tricks.clip_cov]",
          "+hooks.clip_cov={ratio:0.5,lb:-100,ub:100}"),
         "after_step:5", 4),
     # Killed inside its window (after step 2), then after it (the 2nd attempt's 4th step is 5).
