@@ -22,8 +22,8 @@ its weight (the soft overlong punishment); and, around the held-out evaluation,
 
 A new hook trick is one trick YAML plus one module that calls `register(HookTrick(...))`
 (docs/guide.md, "Add a trick"); the YAML names the module in `trick.modules`, and every
-process that validates the run imports it. The built-in ones are declared at the bottom; their
-tensor code is in training/tricks/.
+process that validates the run imports it. The built-in ones are declared the same way, each
+in its own module in training/tricks/, which the import list at the bottom loads by name.
 """
 
 from __future__ import annotations
@@ -221,11 +221,6 @@ def hooks_at(point: str, hooks: dict) -> list[tuple[HookTrick, Any]]:
     on = [(HOOKS[k], v) for k, v in hooks.items()
           if k in HOOKS and getattr(HOOKS[k], point) is not None and HOOKS[k].active(v)]
     return sorted(on, key=lambda hv: (hv[0].order, hv[0].name))
-
-
-def reward_hooks(hooks: dict) -> list[tuple[HookTrick, Any]]:
-    """The registered reward functions a run's `hooks:` turns on."""
-    return hooks_at("shape_rewards", hooks)
 
 
 def counted_details(hooks: dict, counts: dict) -> dict:
