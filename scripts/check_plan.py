@@ -7,8 +7,9 @@ that number fell inside the plan's range. Prints name=value lines:
     runs_in_range, predicted_seconds, actual_seconds, plan_error (predicted / actual - 1)
 
     python scripts/check_plan.py [sweep=demo] [overrides...]
-    python scripts/check_plan.py --quick     the smoke sweep's 2 arms x 1 seed at 2 steps:
-                                             the script runs (its error means little then)
+    python scripts/check_plan.py --quick     the smoke sweep's 2 arms x 1 seed at 2 steps, one
+                                             after the other: the script runs (its error
+                                             means little then)
     python scripts/check_plan.py --launcher slurm [--quick] [overrides...]
                                              plan (its pilot as Slurm jobs) and sweep through
                                              launcher=slurm; as many runs at once as this
@@ -48,6 +49,8 @@ def main() -> None:
         args = [a for a in args if a != "--quick"] + [
             "sweep=smoke", "trick=baseline,kl_off", "seed=0", "trainer.max_steps=2",
             "eval.every_steps=0", "run_cache=null"]
+        if "--launcher" not in sys.argv:  # the serial launcher: no worker processes to start
+            launcher = ["launcher=serial"]
     # `fetch` builds one run's starting checkpoint: a sweep's choices (a,b or range()) are not
     # one run's values, so it gets the overrides that are.
     one_run = [a for a in args if not a.startswith(("sweep=", "hydra.", "launcher="))

@@ -192,14 +192,14 @@ def _runs_part(cfg) -> dict:
     return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"}
 
 
-@pytest.mark.parametrize("overrides", [["sweep=catalog", "seed=0,1"],
+@pytest.mark.parametrize("overrides", [["sweep=catalog", "seed=0"],
                                        ["sweep=demo", "launcher=joblib", "seed=4"],
                                        ["sweep=smoke", "trick=baseline,ema_0.9", "seed=0,1",
                                         "adaptive.rungs=[2,3]", "out_root=/tmp/x"]])
 def test_the_composer_gives_every_job_what_hydra_composes(overrides, tmp_path, monkeypatch):
     """One Hydra composition per set of group choices plus the plain key=value overrides set
     on a copy, fresh and from the compose cache, equals composing each job through Hydra
-    (every trick of the catalog, on two seeds)."""
+    (every trick of the catalog; two seeds in the last case)."""
     from grpo_ablate.config.compose import Composer
 
     monkeypatch.setenv("GRPO_ABLATE_CACHE", str(tmp_path / "cache"))

@@ -16,6 +16,7 @@ import pytest
 import torch
 from wandb_files import read_run
 
+from grpo_ablate.cli import main
 from grpo_ablate.config import specs_for
 from grpo_ablate.config.paths import ACCELERATE_DIR
 from grpo_ablate.config.schema import ACCELERATE_CONFIGS
@@ -172,8 +173,7 @@ def test_two_process_runs_write_one_record_each_and_a_failing_process_fails_only
     assert sorted(r["summary"]["status"] for r in runs) == ["completed", "failed"]
     # The held-out set, sharded over the processes and gathered, is the whole set: the SFT
     # policy's greedy accuracy at the start is the one-process run's.
-    res = cli("run", *common)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert main(["run", *common]) == 0  # in this process: one interpreter start fewer
     (one_path,) = set((tmp_path / "adhoc" / "runs").glob("*/record.json")) - set(paths)
     one = read_record(one_path)
     assert two.metrics["eval/start_accuracy"] == one.metrics["eval/start_accuracy"]

@@ -4,6 +4,7 @@ metric bit for bit, the same history, activity and cost counts; wall times and t
 about the interruption aside). A checkpoint is whole or absent, a foreign or damaged one is
 never loaded, a save that fails is a warning, and every random stream is the run's seed."""
 
+import contextlib
 import json
 import os
 import random
@@ -17,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grpo_ablate import cli
 from grpo_ablate.records import TIMED_COST
 from grpo_ablate.training import checkpoint as checkpoint_module
 from grpo_ablate.training.checkpoint import (
@@ -345,6 +347,13 @@ def finish(out: Path, overrides: tuple) -> str:
     return err
 
 
+def uninterrupted(out: Path, overrides: tuple) -> None:
+    """The reference run: the same command in this process (the same record whichever process
+    runs it: docs/determinism.md), which spares an interpreter start and TRL's import."""
+    with contextlib.chdir(ROOT):
+        assert cli.main(["run", f"out_root={out}", *STEPS, *overrides]) == 0
+
+
 def the_run(out: Path) -> tuple[dict, str, Path]:
     (path,) = out.glob("*/runs/*/record.json")
     record = json.loads(path.read_text())
@@ -361,7 +370,7 @@ def the_run(out: Path) -> tuple[dict, str, Path]:
 
 def resumed_equals_uninterrupted(tmp: Path, overrides: tuple, kills) -> tuple[dict, str]:
     reference, interrupted = tmp / "reference", tmp / "interrupted"
-    finish(reference, overrides)
+    uninterrupted(reference, overrides)
     for kill in kills:
         kill(interrupted, overrides)
     err = finish(interrupted, overrides)
@@ -376,19 +385,22 @@ CASES = {
     # arm, pause point(s) (the n-th time a process reaches it; one kill per point, each
     # attempt resuming the last), the step(s) the resumed attempts start from
     "baseline, killed inside its 3rd save, on W&B": (("logger=wandb",), "checkpoint_write:3", 2),
-    # Four states a resume restores or recomputes, in one run: EMA's averaged weights, the
-    # cosine scheduler's, a generation feeding 2 steps (saves only at its boundaries), and
-    # the tokens Clip-Cov draws at random in each micro-batch (half of them here).
-    "ema, lr_cosine, reuse_2x, clip_cov": (
+    # Five states a resume restores or recomputes, in one run: EMA's averaged weights, the
+    # cosine scheduler's, a generation feeding 2 steps (saves only at its boundaries), the
+    # tokens Clip-Cov draws at random in each micro-batch (half of them here), and the KL
+    # reference reset to the policy at steps 2 and 4 (ref_reset_200's keys, every 2 steps):
+    # resumed from step 4, the run must train against step 4's reference (kept in the
+    # checkpoint), not the SFT policy.
+    "ema, lr_cosine, reuse_2x, clip_cov, ref_reset": (
         ("trick=ema_0.9", "trainer.lr_scheduler_type=cosine", "trainer.num_iterations=2",
          "+trick.modules=[grpo_ablate.training.tricks.clip_cov]",
-         "+hooks.clip_cov={ratio:0.5,lb:-100,ub:100}"),
+         "+hooks.clip_cov={ratio:0.5,lb:-100,ub:100}", "trainer.sync_ref_model=true",
+         "trainer.ref_model_mixup_alpha=1.0", "trainer.ref_model_sync_steps=2"),
         "after_step:5", 4),
     # Killed inside its window (after step 2), then after it (the 2nd attempt's 4th step is 5).
     "filter_low_reward_early, inside its window and after it": (
         ("trick=filter_low_reward_early", "trainer.max_steps=10"),
         ("after_step:2", "after_step:4"), [1, 4]),
-    "two processes": (("launch.processes=2", "trainer.max_steps=6"), "after_step:4", 3),
     "a LoRA adapter (its weights and optimizer)": (
         ("model.lora={r:4,alpha:8,dropout:0.0,target_modules:all-linear}",), "after_step:4", 3),
     # The guard stops it at step 4, whose save it cancels; killed as its record is written,
@@ -401,13 +413,11 @@ CASES = {
         ("trick=overlong_soft", "trainer.logging_steps=2", "hooks.dynamic_sampling={max_rounds:3}",
          "hooks.reward_clip={low:0.1,high:0.9}", "task.shaping.scale=sft_quantiles"),
         "after_step:5", 4),
-    # The KL reference reset to the policy at steps 2 and 4: resumed from step 4, the run
-    # must train against step 4's reference (kept in the checkpoint), not the SFT policy.
-    "ref_reset (its reset reference restored)": (("trick=ref_reset_200",
-                                                   "trainer.ref_model_sync_steps=2"),
-                                                  "after_step:5", 4),
-    # 200 training prompts, 4 a step: epoch 1 starts at step 51 (its own shuffle of them)
-    "in a later epoch": (("trainer.max_steps=56", "eval.every_steps=0"), "after_step:54", 53),
+    # 12 training prompts (task.data_file), 4 a step: epoch 1 is steps 4-6 (its own shuffle of
+    # them), epoch 2 steps 7-9; resumed inside epoch 1, the run goes on into epoch 2.
+    "in a later epoch": (("task.data_file=" + str(Path(__file__).parent / "fixtures"
+                                                  / "arith_prompts.jsonl"),
+                          "eval.every_steps=0"), "after_step:6", 5),
 }
 
 
@@ -475,7 +485,7 @@ def test_a_checkpoint_that_cannot_be_written_is_a_warning_and_the_run_goes_on(tm
                                                                             tiny_policy):
     """A real write failure: the process may not write files over 1 MiB (RLIMIT_FSIZE), so
     every save fails on the model's 3.8 MiB; the record and history (small) are written."""
-    finish(tmp_path / "reference", ())
+    uninterrupted(tmp_path / "reference", ())
     code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
             "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20)); "
             "from grpo_ablate.cli import main; sys.exit(main(sys.argv[1:]))")
@@ -508,32 +518,36 @@ def test_a_foreign_checkpoint_is_refused_and_the_run_starts_over(tmp_path, tiny_
     record = json.loads(next(out.glob("*/runs/*/record.json")).read_text())
     assert record["resumed_from"] == []
     assert any("refused" in n and "trained from step 0" in n for n in record["notes"])
-    finish(tmp_path / "reference", ())
+    uninterrupted(tmp_path / "reference", ())
     (ref, ref_history, _), (got, history, _) = the_run(tmp_path / "reference"), the_run(out)
     assert got == ref and history == ref_history
 
 
 @pytest.mark.slow
-def test_a_kill_of_the_process_holding_the_run_lock_alone_leaves_no_process(tmp_path,
-                                                                          tiny_policy):
-    """`launch.processes=2`: SIGKILL the sweep process only (not its group). `accelerate
-    launch` is tied to it and the ranks to `accelerate launch`: none keeps writing into the
-    run's folder, whose lock is free again; the same command resumes the run."""
-    out, marker = tmp_path / "out", tmp_path / "marker"
+def test_a_two_process_run_whose_lock_holder_alone_is_killed_resumes_to_the_uninterrupted_record(
+        tmp_path, tiny_policy):
+    """`launch.processes=2`: SIGKILL the process holding the run's lock only (not its group).
+    `accelerate launch` is tied to it and the ranks to `accelerate launch`: none keeps writing
+    into the run's folder, whose lock is free again; the same command resumes the run, both
+    ranks from their shared checkpoint, to the record of the run never interrupted."""
     overrides = ("launch.processes=2", "trainer.max_steps=6")
-    proc = run_process(out, *overrides, pause="after_step:4", marker=marker)
-    deadline = time.time() + 300
-    while not marker.exists():
-        assert proc.poll() is None, proc.stderr.read()[-2000:]
-        assert time.time() < deadline
-        time.sleep(0.1)
-    assert len(rank_processes(out)) == 3  # accelerate launch and its two ranks
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    no_rank_left(out)
-    finish(out, overrides)
-    record = json.loads(next(out.glob("*/runs/*/record.json")).read_text())
-    assert record["status"] == "completed" and record["resumed_from"] == [3]
+
+    def kill_lock_holder(out: Path, overrides: tuple) -> None:
+        marker = tmp_path / "marker"
+        proc = run_process(out, *overrides, pause="after_step:4", marker=marker)
+        deadline = time.time() + 300
+        while not marker.exists():
+            assert proc.poll() is None, proc.stderr.read()[-2000:]
+            assert time.time() < deadline
+            time.sleep(0.1)
+        assert len(rank_processes(out)) == 3  # accelerate launch and its two ranks
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        no_rank_left(out)
+
+    record, err = resumed_equals_uninterrupted(tmp_path, overrides, [kill_lock_holder])
+    assert record["resumed_from"] == [3] and "from its checkpoint at step 3" in err
+    assert any("interrupted 1 time(s)" in n for n in record["notes"])
 
 
 @pytest.mark.slow
@@ -552,7 +566,7 @@ def test_no_checkpoint_is_left_once_a_record_exists(tmp_path, tiny_policy):
     begun = tmp_path / "begun"
     kill_at(begun, (cache,), "after_step:4", tmp_path)
     assert list(begun.glob("*/runs/*/checkpoints/step-3"))
-    finish(tmp_path / "elsewhere", (cache,))  # the same run, finished into the cache
+    uninterrupted(tmp_path / "elsewhere", (cache,))  # the same run, finished into the cache
     err = finish(begun, (cache,))
     (run_dir,) = begun.glob("*/runs/*")
     assert "training arm=" not in err and json.loads((run_dir / "record.json").read_text())[
