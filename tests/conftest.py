@@ -34,9 +34,12 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Slow tests first: a worker that takes the last long test would otherwise run it alone
-    after the others have finished (xdist hands out tests in collection order)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The `alone` tests first, then the slow ones: a worker that takes the last long test
+    would otherwise run it alone after the others have finished (xdist hands out tests in
+    collection order), and an `alone` test that comes later waits for whatever long test
+    another worker is in the middle of (a minute or two) where first it waits for nothing."""
+    items.sort(key=lambda item: (item.get_closest_marker("alone") is None,
+                                 item.get_closest_marker("slow") is None))
 
 
 @pytest.fixture(autouse=True)

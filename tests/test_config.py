@@ -192,6 +192,7 @@ def _runs_part(cfg) -> dict:
     return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"}
 
 
+@pytest.mark.slow  # every job of two catalogs through Hydra: seconds each
 @pytest.mark.parametrize("overrides", [["sweep=catalog", "seed=0"],
                                        ["sweep=demo", "launcher=joblib", "seed=4"],
                                        ["sweep=smoke", "trick=baseline,ema_0.9", "seed=0,1",
@@ -250,6 +251,7 @@ def test_validate_leaves_its_input_alone_and_resolve_makes_the_changes():
         before["trainer"]["per_device_train_batch_size"]
 
 
+@pytest.mark.slow  # composes each of the 28 former names through Hydra
 def test_every_former_trick_name_still_works_with_a_notice_and_the_same_runs(capsys):
     """Renamed tricks (`<family>_<value>`, `<family>_off`): the old name composes to the
     new trick, says so in one line, and keeps the run id the old name gave (trick.formerly),
