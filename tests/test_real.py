@@ -52,7 +52,7 @@ def cli(*args, timeout=900):
 
 def cli_here(*args) -> int:
     """The same command in this process: no interpreter start, no second import of TRL (the
-    command as a user starts it is `lengths`' above, and the slow tests' on the tiny policy)."""
+    command as a user starts it: the `lengths` test below, and the tiny policy's slow tests)."""
     return main(list(args))
 
 
