@@ -122,9 +122,10 @@ def running_job(name: str) -> str | None:
 def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_limit_fails_it(
         tmp_path, slurm, tiny_policy):
     """A run's job gets Slurm's requeue signal (SIGUSR2, what Slurm sends signal_delay_s before
-    a time limit; `scancel --signal` sends the same) twice, each time once the job has written
-    a checkpoint of its own: submitit requeues it and each new job resumes from the newest
-    checkpoint. The record and history equal the same run's in one job. A second sweep meets a
+    a time limit; `scancel --signal` sends the same) twice, each time while it waits at a pause
+    point after the fifth step of its own (checkpoints of steps 4 and 8 written): submitit
+    requeues it and each new job resumes from the newest checkpoint; the third job has two
+    steps left and no pause. The record and history equal the same run's in one job. A second sweep meets a
     real two-minute time limit (Slurm signals 20 s before it, at the earliest 60 s before that,
     by its own timing resolution: never before the job has installed its handler) with no
     requeue allowed, and ends with a failed record that says why."""
@@ -132,29 +133,33 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
     run = ["trick=baseline", "seed=0", "checkpoint.every_steps=1", "run_cache=null",
            "eval.every_steps=0", "hydra.launcher.signal_delay_s=20"]
 
-    def launch(out: str, limit: int, steps: int, requeues: int, sleep: float):
+    def launch(out: str, limit: int, steps: int, requeues: int, sleep: float, env=ENV):
         return subprocess.Popen(
             [sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke", "launcher=slurm",
              *run, f"hydra.launcher.timeout_min={limit}", f"trainer.max_steps={steps}",
              f"hydra.launcher.max_num_timeout={requeues}", f"faults.sleep_per_step={sleep}",
              f"out_root={tmp_path / out}", f"hydra.launcher.name={name}-{out}"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
+    # Each job of the cut run waits after its fifth step until the test has signalled it: the
+    # moment is built, not raced (a job resumed from step 4 ends step 9 as its fifth).
+    marker = tmp_path / "paused"
     short = launch("short", 2, 60, 0, 5)     # 300 s of steps against a 120 s limit
-    cut = launch("cut", 10, 10, 5, 1)
-    signal_at = [3, 6]                       # checkpoint steps after which the job is signalled
+    cut = launch("cut", 10, 10, 5, 0, env={**ENV, "GRPO_ABLATE_PAUSE_AT": "after_step:5",
+                                           "GRPO_ABLATE_PAUSE_MARKER": str(marker)})
     signalled: list[tuple[str, int]] = []
     reference = None                         # the same run in one job, once the cut one is done
     t0 = time.perf_counter()
     while (reference is None or reference.poll() is None or short.poll() is None) \
             and time.perf_counter() - t0 < 600:
-        job, step = running_job(f"{name}-cut"), newest_checkpoint(tmp_path / "cut" / "smoke")
-        if job and signal_at and step >= signal_at[0]:
+        job = running_job(f"{name}-cut")
+        if job and marker.exists():
+            step = newest_checkpoint(tmp_path / "cut" / "smoke")
             subprocess.run(["scancel", "--signal=USR2", job], check=True)
             signalled.append((job, step))
-            signal_at.pop(0)
             while running_job(f"{name}-cut") and time.perf_counter() - t0 < 600:
                 time.sleep(0.5)  # until submitit has requeued it
+            marker.unlink()
         if reference is None and cut.poll() is not None:
             reference = launch("reference", 10, 10, 0, 0)
         release_requeued(f"{name}-cut")
@@ -167,7 +172,7 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
     _, short_err = short.communicate(timeout=60)
     assert short.returncode == 0, short_err[-3000:]
 
-    assert len(signalled) == 2, signalled
+    assert [step for _, step in signalled] == [4, 8], signalled
     (rec,) = records(tmp_path / "cut" / "smoke").values()
     (ref,) = records(tmp_path / "reference" / "smoke").values()
     assert rec["status"] == "completed", rec["error"]
