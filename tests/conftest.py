@@ -34,11 +34,12 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The `alone` tests first, then the slow ones: a worker that takes the last long test
-    would otherwise run it alone after the others have finished (xdist hands out tests in
-    collection order), and an `alone` test that comes later waits for whatever long test
-    another worker is in the middle of (a minute or two) where first it waits for nothing."""
-    items.sort(key=lambda item: (item.get_closest_marker("alone") is None,
+    """The slow tests first, then the quick ones, then the `alone` ones: a worker that takes
+    the last long test would otherwise run it alone after the others have finished (xdist
+    hands out tests in collection order). An `alone` test waits until no other worker is in a
+    test: at the end that is the other workers' last quick tests, where first it was whatever
+    long test another worker had just begun (a minute or two of one worker idle)."""
+    items.sort(key=lambda item: (item.get_closest_marker("alone") is not None,
                                  item.get_closest_marker("slow") is None))
 
 
