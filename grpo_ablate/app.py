@@ -10,7 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from grpo_ablate.config import CONF_DIR, validate
+from grpo_ablate.config import CONF_DIR, lora_keys_alone, validate
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch.sweep import execute
 from grpo_ablate.runtime import say
@@ -29,4 +29,5 @@ def hydra_main(cfg: DictConfig) -> str:
 
 
 if __name__ == "__main__":  # a plain Hydra app: python -m grpo_ablate.app [-m] [overrides]
+    sys.argv[1:] = lora_keys_alone(sys.argv[1:])  # as the grpo-ablate command line does
     hydra_main()

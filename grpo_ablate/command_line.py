@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo_ablate.config import RunSpec, specs_for
+from grpo_ablate.config import RunSpec, lora_keys_alone, specs_for
 from grpo_ablate.errors import UserError
 from grpo_ablate.tasks import check_task_configs
 
@@ -62,8 +62,9 @@ def parse_hydra_line(args: list[str]) -> HydraLine:
         word = words.pop(0)
         if not word.startswith("-") or word == "-":
             # `adaptive=true` is short for adaptive.enabled=true (adaptive is a block)
-            line.overrides.append(re.sub(r"^adaptive=(true|false)$", r"adaptive.enabled=\1",
-                                         word, flags=re.IGNORECASE))
+            word = re.sub(r"^adaptive=(true|false)$", r"adaptive.enabled=\1", word,
+                          flags=re.IGNORECASE)
+            line.overrides += lora_keys_alone([word])
             continue
         flag, eq, value = word.partition("=")
         if flag in REFUSED:

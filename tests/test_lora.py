@@ -16,7 +16,7 @@ FEW = ["trainer.max_steps=2", "eval.every_steps=0", "eval.sampled_k=1", "run_cac
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("model.lora.r=0", "model.lora.r=0: cannot be set alone; model.lora is null here"),
+    ("model.lora.r=0", "model.lora.r=0: must be an integer >= 1"),
     ("model.lora={r:0,alpha:8,dropout:0.0,target_modules:all-linear}",
      "model.lora.r=0: must be an integer >= 1"),
     ("model.lora=true", "model.lora=true: model.lora is a block of keys, not a value"),
@@ -31,6 +31,32 @@ def test_a_bad_lora_block_is_one_line_and_nothing_trains(override, message, tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "adhoc").exists()
+
+
+def test_one_lora_key_alone_is_that_key_of_a_block_and_the_rest_peft_s_defaults():
+    """`model.lora.r=4` where the model has no block is `model.lora={r:4}` (the same run);
+    on a LoRA preset it changes the rank alone; a sweep over it gives one run per rank; and a
+    plain Hydra app (`python -m grpo_ablate.app`) reads it the same way."""
+    import subprocess
+    import sys
+
+    from grpo_ablate.command_line import parse_hydra_line
+
+    def specs(*words: str, multirun: bool = False):
+        return specs_for(parse_hydra_line(list(words)).overrides, multirun=multirun)
+
+    (alone,), (block,) = specs("model.lora.r=4"), specs("model.lora={r:4}")
+    assert alone.run_id == block.run_id and alone.config["model"]["lora"]["r"] == 4
+    (preset,) = specs("model=smollm2-135m-lora")
+    (ranked,) = specs("model=smollm2-135m-lora", "model.lora.r=4")
+    assert ranked.config["model"]["lora"] == {**preset.config["model"]["lora"], "r": 4}
+    swept = specs("model.lora.r=4,8", "model.lora.alpha=16", multirun=True)
+    assert [(s.config["model"]["lora"]["r"], s.config["model"]["lora"]["alpha"])
+            for s in swept] == [(4, 16), (8, 16)]
+    shown = subprocess.run([sys.executable, "-m", "grpo_ablate.app", "model.lora.r=4", "--cfg",
+                            "job"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "  lora:\n    r: 4\n" in shown.stdout
 
 
 def test_the_keys_a_lora_block_leaves_out_take_peft_s_own_defaults():

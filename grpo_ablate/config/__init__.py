@@ -19,6 +19,7 @@ from grpo_ablate.config.compose import (
     check_trainable,
     compose,
     expand_jobs,
+    lora_keys_alone,
     one_line,
     parse_overrides,
     specs_for,
@@ -32,7 +33,8 @@ from grpo_ablate.config.trainer import grpo_config_fields, grpo_kwargs
 __all__ = [
     "CONF_DIR", "PACKAGE_DIR", "REPO_ROOT", "SWEEPS_DIR", "RunSpec", "check_layout",
     "check_trainable", "completions_per_step", "compose", "computation_key", "expand_jobs",
-    "grpo_config_fields", "grpo_kwargs", "groups_per_step", "model_label", "one_line",
+    "grpo_config_fields", "grpo_kwargs", "groups_per_step", "lora_keys_alone",
+    "model_label", "one_line",
     "parse_overrides",
     "run_id", "specs_for", "validate",
 ]

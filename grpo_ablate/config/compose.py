@@ -139,6 +139,14 @@ def one_line(exc: BaseException) -> str:
     return text.replace("In 'config': ", "")
 
 
+def lora_keys_alone(overrides: list[str]) -> list[str]:
+    """`model.lora.r=4` as a peft user writes it. Hydra cannot set a key inside a block that
+    is null (full fine-tuning, the default), so each plain `model.lora.<key>=...` becomes
+    `++model.lora.<key>=...`: set where the model has a block (a LoRA preset), added where it
+    has none, the keys left out then taking peft's LoraConfig defaults."""
+    return [f"++{o}" if o.startswith("model.lora.") else o for o in overrides]
+
+
 def compose(overrides: list[str]) -> DictConfig:
     """Compose conf/ with command-line overrides, including the hydra node."""
     GlobalHydra.instance().clear()
