@@ -22,10 +22,10 @@ import math
 import numpy as np
 
 from grpo_ablate.stats.correct import holm_adjust
-from grpo_ablate.stats.decide import verdict
 from grpo_ablate.stats.expected import ladder_runs, simulate_sweep
 from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.significance import paired_compare
+from grpo_ablate.stats.verdicts import verdict
 
 SEED_SD, NOISE_SD = 0.03, 0.03
 EFFECTS = [0.0] * 16 + [0.04, -0.04, 0.04, -0.04, 0.04] + [0.10, -0.10, 0.10]

@@ -124,6 +124,7 @@ def plant_verdicts(report_path: Path, keep: list[str], drop: list[str]) -> None:
     report_path.write_text(json.dumps(report))
 
 
+@pytest.mark.slow  # it reads the smoke sweep, which trains
 def test_recipe_prints_a_trick_file_and_refuses_a_report_with_nothing_to_do(
         smoke_sweep, tmp_path, capsys):
     _res, out = smoke_sweep

@@ -157,7 +157,7 @@ def test_the_adaptive_looks_use_the_scope_their_plan_declares(tmp_path):
     sample effect on these prompts is clear); under the task scope the prompt component
     leaves it open or stops it for futility, never an improvement."""
     from grpo_ablate.results.table import load_results
-    from grpo_ablate.stats.decide import replay_ladder
+    from grpo_ablate.stats.ladder_replay import replay_ladder
     from grpo_ablate.stats.sequential import Design
     from grpo_ablate.stats.stratum import Stratum
 
@@ -176,7 +176,7 @@ def test_the_adaptive_looks_use_the_scope_their_plan_declares(tmp_path):
 
 def open_entry(table: np.ndarray, min_effect: float = 0.5) -> dict:
     """An arm's report entry, as decide makes it, for a crossed difference table."""
-    from grpo_ablate.stats.decide import variance_entry
+    from grpo_ablate.stats.metric_table import variance_entry
 
     x = crossed_test(table, min_effect)
     return {"arm": "x", "verdict": "inconclusive", "test": "crossed_t", "n": table.shape[0],
@@ -224,8 +224,8 @@ def test_an_open_arm_under_an_adaptive_plan_names_both_routes_at_its_next_look_a
 def test_the_routes_are_priced_from_the_pair_of_arms_runs():
     """run_costs: the mean wall seconds of the arm's and its baseline's usable runs, and a
     held-out prompt's share of their evaluation seconds; another arm's runs do not count."""
-    from grpo_ablate.stats.decide import run_costs
     from grpo_ablate.stats.stratum import Stratum
+    from grpo_ablate.stats.waiting import run_costs
 
     rows = [{"arm": a, "seed": s, "model": "m", "task": "t", "status": status,
              "eval/accuracy": 0.5, "wall_seconds": wall, "budget/eval_seconds": ev}
@@ -393,7 +393,7 @@ def test_prompts_missing_from_a_run_are_counted_in_a_note(tmp_path, capsys):
 
 
 def test_a_seed_component_below_zero_is_said_and_the_parts_add_up_to_the_se():
-    from grpo_ablate.stats.decide import variance_entry
+    from grpo_ablate.stats.metric_table import variance_entry
 
     rng = np.random.default_rng(3)
     for _ in range(50):  # no seed effect, large cell noise: MS_seed < MS_residual by chance

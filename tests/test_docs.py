@@ -137,7 +137,7 @@ def test_the_records_metric_prefixes_are_the_ones_written():
 def test_the_lower_is_better_names_are_the_codes():
     """docs/verdicts.md names every part of a metric's name that makes lower better by
     default (stats/decide.py's LOWER_IS_BETTER), and no other."""
-    from grpo_ablate.stats.decide import LOWER_IS_BETTER
+    from grpo_ablate.stats.verdicts import LOWER_IS_BETTER
 
     text = (ROOT / "docs" / "verdicts.md").read_text()
     sentence = text[text.index("by default lower for"):].split(", higher otherwise")[0]

@@ -10,8 +10,9 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 from grpo_ablate.stats.correct import bh_adjust, holm_adjust
-from grpo_ablate.stats.decide import Settings, analyse, verdict
+from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.significance import first_n, mde, paired_compare, power, welch_compare
+from grpo_ablate.stats.verdicts import verdict
 
 P = [0.001, 0.04, 0.03, 0.2, 0.012, 0.5, 0.049]
 

@@ -14,8 +14,9 @@ from statsmodels.stats.power import TTestIndPower, TTestPower
 
 from grpo_ablate import cli
 from grpo_ablate.results.table import load_results
-from grpo_ablate.stats.decide import Settings, analyse, default_direction
+from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.significance import first_n, mde, paired_power, power, welch_power
+from grpo_ablate.stats.verdicts import default_direction
 
 
 def write_csv(tmp_path, rows, columns=None, name="r.csv"):
@@ -372,3 +373,36 @@ def test_mde_curve_uses_the_arm_of_median_test_sd_not_of_median_mde(tmp_path):
     by_mde = sorted(arms.values(), key=lambda e: e["mde"])[1]["arm"]
     assert by_mde != "mid_at_3"  # the check can tell the two choices apart
     assert median_sd_arm(list(arms.values()))["arm"] == "mid_at_3"
+
+
+def test_the_report_is_built_from_frozen_values_never_assigned_into_afterwards():
+    """Each arm's result and each stratum are frozen dataclasses (stats/arm_result.py) that
+    become dicts only at the report boundary; no module of stats/ sets a named key of a dict
+    after building it (`entry["verdict"] = ...`): a later pass cannot rewrite a verdict."""
+    import ast
+    import dataclasses
+    from pathlib import Path
+
+    import grpo_ablate.stats as stats_package
+    from grpo_ablate.stats.arm_result import ArmResult, StratumReport
+
+    assert ArmResult.__dataclass_params__.frozen and StratumReport.__dataclass_params__.frozen
+    df = pd.DataFrame([{"arm": a, "seed": s, "model": "m", "task": "t", "status": "completed",
+                        "eval/accuracy": 0.5 + (0.1 if a == "b" else 0) + 0.01 * s}
+                       for a in ("baseline", "b") for s in range(3)])
+    from grpo_ablate.stats.metric_table import analyse_metric
+    from grpo_ablate.stats.stratum import Stratum
+
+    (arm,) = analyse_metric(Stratum(df, "baseline", ["eval/accuracy"]), Settings(scope="prompts"),
+                            "eval/accuracy", "holm", "higher").arms
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        arm.verdict = "improves"
+    named = []
+    for path in sorted(Path(stats_package.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+            named += [f"{path.name}:{node.lineno}" for t in targets
+                      if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant)
+                      and isinstance(t.slice.value, str)]
+    assert named == []

@@ -27,9 +27,10 @@ from grpo_ablate.launch import sweep
 from grpo_ablate.results.plan_file import BASELINE, PLAN_NAME, write_plan
 from grpo_ablate.results.table import load_results
 from grpo_ablate.runtime import say
-from grpo_ablate.stats.decide import default_direction, replay_ladder
+from grpo_ablate.stats.ladder_replay import replay_ladder
 from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.stratum import Stratum
+from grpo_ablate.stats.verdicts import default_direction
 
 
 def design_from_config(block: dict, arms: list[str]) -> Design:

@@ -8,10 +8,14 @@ significance.py one comparison: paired t / Welch t, CIs, TOST, effect sizes, pow
 correct.py      multiple-comparison control: Holm, Benjamini-Hochberg
 stratum.py      one (model, task) slice as seed x arm arrays; a comparison on them
 crossed.py      seeds and held-out prompts both as chance: the task scope's test
-decide.py       verdicts per stratum (the inert rule included), sign flips
+verdicts.py     the verdict rules (the inert rule included) and the report's settings
+arm_result.py   ArmResult and StratumReport: frozen, serialised at the report boundary
+metric_table.py one metric: every arm's comparison, corrected, and its fixed-n verdict
+ladder_replay.py  an adaptive sweep's looks re-taken from its records; their verdicts
 accounting.py   what sits beside a verdict: activity, budget, EMA vs raw, the single-run
                 illusion, the recommended recipe, monitoring-rule hits
 waiting.py      what an open verdict waits on, and the seeds that would settle it
+decide.py       report.json's statistics: each stratum's arms through those steps; sign flips
 sequential.py   the adaptive ladder's spending boundaries and looks
 expected.py     an adaptive ladder's expected runs, by simulation (for `plan`)
 additivity.py   whether a combination's effect is the sum of its tricks' effects

@@ -5,10 +5,13 @@ the raw ones, the single-run illusion, the recommended recipe and the monitoring
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
+from grpo_ablate.stats.arm_result import ArmResult
 from grpo_ablate.stats.correct import adjust
 from grpo_ablate.stats.stratum import Stratum, clean, mean_std
 
@@ -44,15 +47,14 @@ def activity(st: Stratum) -> dict[str, dict]:
             measure = rows["activity_measure"].dropna() if "activity_measure" in rows.columns \
                 else pd.Series(dtype=object)
             values = rows[value_cols].mean()
-            out[arm] = {"acted": float(acted.mean()),
-                        "measure": measure.iloc[0] if len(measure) else None,
-                        "details": {c.split("/", 1)[1]: clean(v) for c, v in means.items()
-                                    if not math.isnan(v)}}
             # The values the trick used, in reward units (the mean over seeds: one value
             # unless they were measured per run).
             used = {c.split("/", 1)[1]: clean(v) for c, v in values.items() if not math.isnan(v)}
-            if used:
-                out[arm]["values"] = used
+            out[arm] = {"acted": float(acted.mean()),
+                        "measure": measure.iloc[0] if len(measure) else None,
+                        "details": {c.split("/", 1)[1]: clean(v) for c, v in means.items()
+                                    if not math.isnan(v)},
+                        **({"values": used} if used else {})}
     return out
 
 
@@ -82,52 +84,51 @@ def ema_vs_raw(st: Stratum, metric: str, min_effect: float) -> list[dict]:
     """Arms that evaluate averaged weights: their metric against the same run's raw weights,
     paired by seed (Holm over those arms), and checkpoint regret for both."""
     raw = f"raw/{metric}"
-    out, comps = [], []
-    for arm in [st.baseline, *st.arms]:
-        if np.isnan(st.column(arm, raw)).all():
-            continue
-        c = st.compare(arm, arm, metric, min_effect, robust=False, other_metric=raw)
-        comps.append(c)
-        out.append({"arm": arm, "n": c.n, "ema_mean": mean_std(st.column(arm, metric))[0],
-                    "raw_mean": mean_std(st.column(arm, raw))[0], "diff": clean(c.diff),
-                    "ci_low": clean(c.ci_low), "ci_high": clean(c.ci_high),
-                    "p_value": clean(c.p_value),
-                    "regret_ema": mean_std(st.column(arm, "stability/checkpoint_regret"))[0],
-                    "regret_raw": mean_std(st.column(arm, "stability/checkpoint_regret_raw"))[0],
-                    "notes": c.notes})
-    for entry, pa in zip(out, adjust([c.p_value for c in comps], "holm"), strict=True):
-        entry["p_adjusted"] = clean(pa)
-    return out
+    arms = [arm for arm in [st.baseline, *st.arms] if not np.isnan(st.column(arm, raw)).all()]
+    comps = [st.compare(arm, arm, metric, min_effect, robust=False, other_metric=raw)
+             for arm in arms]
+    p_adjusted = adjust([c.p_value for c in comps], "holm")
+    return [{"arm": arm, "n": c.n, "ema_mean": mean_std(st.column(arm, metric))[0],
+             "raw_mean": mean_std(st.column(arm, raw))[0], "diff": clean(c.diff),
+             "ci_low": clean(c.ci_low), "ci_high": clean(c.ci_high),
+             "p_value": clean(c.p_value),
+             "regret_ema": mean_std(st.column(arm, "stability/checkpoint_regret"))[0],
+             "regret_raw": mean_std(st.column(arm, "stability/checkpoint_regret_raw"))[0],
+             "notes": c.notes, "p_adjusted": clean(pa)}
+            for arm, c, pa in zip(arms, comps, p_adjusted, strict=True)]
 
 
-def note_activity(arms: list[dict], acts: dict[str, dict], inert_below: float) -> None:
-    """Each arm entry gets its trick's activity; a decided effect of a trick that hardly
-    acted gets a note (the verdict's inert rule, decide.inert_rule, left it standing)."""
-    for entry in arms:
-        act = acts.get(entry["arm"])
-        entry["activity"] = act
-        if act is not None and act["acted"] < inert_below and entry["verdict"] != "inert":
-            entry["notes"].append(f"the trick acted on only {act['acted']:.1%} "
-                                  f"({act['measure']}), yet the outcome moved")
+def with_activity(arms: tuple[ArmResult, ...], acts: dict[str, dict],
+                  inert_below: float) -> tuple[ArmResult, ...]:
+    """Each arm with its trick's activity; a decided effect of a trick that hardly acted gets
+    a note (the verdict's inert rule, verdicts.inert_rule, left it standing)."""
+    def noted(arm: ArmResult) -> ArmResult:
+        act = acts.get(arm.arm)
+        note = (f"the trick acted on only {act['acted']:.1%} ({act['measure']}), yet the "
+                "outcome moved",) if act is not None and act["acted"] < inert_below \
+            and arm.verdict != "inert" else ()
+        return replace(arm, primary=True, activity=act, notes=(*arm.notes, *note))
+
+    return tuple(noted(a) for a in arms)
 
 
-def single_run_illusion(st: Stratum, arms: list[dict], metric: str, min_effect: float,
+def single_run_illusion(st: Stratum, arms: tuple[ArmResult, ...], metric: str, min_effect: float,
                         direction: str) -> dict:
     """How often one seed's comparison (trick seed s vs baseline seed s) disagrees with
     the multi-seed verdict: pointing the other way or claiming more than it."""
     sign = 1.0 if direction == "higher" else -1.0
     base = st.column(st.baseline, metric)
     per_arm, single_improves, unconfirmed = {}, 0, 0
-    for entry in arms:
-        d = sign * (st.column(entry["arm"], metric) - base)
+    for arm in arms:
+        d = sign * (st.column(arm.arm, metric) - base)
         d = d[~np.isnan(d)]
         calls = ["improves" if x >= min_effect else "harms" if x <= -min_effect
                  else "negligible" for x in d]
-        disagree = sum(_disagrees(c, entry["verdict"]) for c in calls)
+        disagree = sum(_disagrees(c, arm.verdict) for c in calls)
         n_improves = calls.count("improves")
         single_improves += n_improves
-        unconfirmed += n_improves if entry["verdict"] != "improves" else 0
-        per_arm[entry["arm"]] = {"single_runs": len(calls),
+        unconfirmed += n_improves if arm.verdict != "improves" else 0
+        per_arm[arm.arm] = {"single_runs": len(calls),
                                  "disagree_fraction": disagree / len(calls) if calls else None}
     return {"per_arm": per_arm, "single_run_improves": single_improves,
             "unconfirmed_improves": unconfirmed,
@@ -142,24 +143,21 @@ def _disagrees(single_call: str, verdict: str) -> bool:
     return single_call != verdict
 
 
-def recipe(arms: list[dict]) -> dict:
-    by = {v: [a["arm"] for a in arms if a["verdict"] == v] for v in VERDICTS}
+def recipe(arms: tuple[ArmResult, ...]) -> dict:
+    by = {v: [a.arm for a in arms if a.verdict == v] for v in VERDICTS}
     return {"keep": by["improves"], "safe_to_drop": by["no_effect"] + by["negligible"],
             "avoid": by["harms"], "untested": by["inert"],
-            "undecided": [{"arm": a["arm"], "more_seeds_needed": a["more_seeds_needed"],
-                           "waiting_on": a.get("waiting_on")}
-                          for a in arms if a["verdict"] == "inconclusive"]}
-
+            "undecided": [{"arm": a.arm, "more_seeds_needed": a.more_seeds_needed,
+                           "waiting_on": a.waiting_on}
+                          for a in arms if a.verdict == "inconclusive"]}
 
 
 def diagnostics(sub: pd.DataFrame) -> dict:
+    """Per arm: how many of its runs hit each monitoring rule (the records' diagnostics)."""
     if "diagnostic_rules" not in sub.columns:
         return {}
-    out: dict[str, dict[str, int]] = {}
-    for arm, rules in zip(sub["arm"], sub["diagnostic_rules"].fillna(""), strict=True):
-        for rule in filter(None, str(rules).split(",")):
-            out.setdefault(arm, {}).setdefault(rule, 0)
-            out[arm][rule] += 1
-    return out
-
-
+    hits = Counter((arm, rule) for arm, rules in zip(sub["arm"], sub["diagnostic_rules"]
+                                                      .fillna(""), strict=True)
+                   for rule in filter(None, str(rules).split(",")))
+    return {arm: {rule: n for (a, rule), n in hits.items() if a == arm}
+            for arm in dict.fromkeys(arm for arm, _ in hits)}

@@ -20,14 +20,17 @@ on a trick that acts, not on seeds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import pandas as pd
 from scipy.stats import norm as NORMAL
 
 from grpo_ablate.runtime import duration
+from grpo_ablate.stats.arm_result import ArmResult
 from grpo_ablate.stats.crossed import Components, both_for, precision_for, prompts_for, target_se
 from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.significance import first_n, power, tost_power
+from grpo_ablate.stats.stratum import Stratum
 
 POWER = 0.8
 DECIDED = ("improves", "harms", "negligible", "no_effect")
@@ -129,11 +132,12 @@ def _crossed_waiting(entry: dict, on: str, min_effect: float, looks: list[tuple[
     at = looks[0][0]  # prompts: at the next look (a fixed-n sweep's seeds now)
     pool = costs.prompt_pool if costs else None
     prompts = prompts_for(parts, goal(looks[0][1]), at)
-    out = _routes(parts, seeds, prompts if pool is None or (prompts or 0) <= pool else None,
-                  at, costs)
-    out["over_pool"] = prompts if prompts is not None and out["prompts"] is None else None
-    if out["seeds"] is None and out["prompts"] is None:
-        out["both"] = _both(parts, goal(level), costs)
+    routes = _routes(parts, seeds, prompts if pool is None or (prompts or 0) <= pool else None,
+                     at, costs)
+    neither = routes["seeds"] is None and routes["prompts"] is None
+    out = {**routes,
+           "over_pool": prompts if prompts is not None and routes["prompts"] is None else None,
+           **({"both": _both(parts, goal(level), costs)} if neither else {})}
     return {"on": on, **out, "level": level,
             "text": f"waiting on {WHAT[on]}: {_route_text(out, parts, at, pool)}, for 80% power at "
                     f"the observed difference {diff:+.3g} (seed, prompt, residual variance "
@@ -221,3 +225,37 @@ def _on_the_ladder(power_at, n: int, design: Design) -> tuple[int | None, float,
     seeds = first_n(lambda k: power_at(k, level), max(n, design.rungs[last]) + 1, POWER)
     return seeds, level, (f"at the last boundary p {level:.2g}, beyond the plan's last rung "
                           f"({design.rungs[last]} seeds): a new plan")
+
+
+def with_waiting(arms: tuple[ArmResult, ...], min_effect: float, alpha: float,
+                 comparisons: int, design: Design | None,
+                 st: Stratum | None = None) -> tuple[ArmResult, ...]:
+    """Each arm with its `waiting_on` (None when decided) and the seeds it names: the one
+    answer the table, report.json and the recipe give; priced from `st`'s records. `design`:
+    the adaptive plan, for the arms it decides."""
+    def settled(arm: ArmResult) -> ArmResult:
+        # Priced only where there is a prompts route to weigh: an open arm under the task scope.
+        priced = st is not None and arm.variance and arm.verdict not in DECIDED
+        costs = run_costs(st, arm.arm, arm.variance) if priced else None
+        w = waiting_on(arm.entry(), min_effect, alpha, comparisons,
+                       design if arm.adaptive else None, costs)
+        return replace(arm, waiting_on=w, seeds_needed=w["seeds"] if w else None,
+                       more_seeds_needed=w["more_seeds"] if w else None)
+
+    return tuple(settled(a) for a in arms)
+
+
+def run_costs(st: Stratum, arm: str, variance: dict | None) -> RunCosts | None:
+    """An arm's and its baseline's mean run wall seconds, one held-out prompt's share of a
+    run's evaluation seconds (where the runs have per-prompt outcomes), and the fewest
+    held-out prompts their task's data holds (where the records say)."""
+    sub = st.sub[st.sub["arm"].isin([arm, st.against_of(arm)])
+                 & (st.sub["status"].to_numpy() != "failed")]
+    if "wall_seconds" not in sub or not sub["wall_seconds"].notna().any():
+        return None
+    per_prompt = None
+    if variance and "budget/eval_seconds" in sub and sub["budget/eval_seconds"].notna().any():
+        per_prompt = float(sub["budget/eval_seconds"].mean()) / variance["prompts"]
+    pool = sub["prompt_pool"].min() if "prompt_pool" in sub else math.nan
+    return RunCosts(float(sub["wall_seconds"].mean()), per_prompt,
+                    int(pool) if pd.notna(pool) else None)
