@@ -159,6 +159,9 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
             signalled.append((job, step))
             while running_job(f"{name}-cut") and time.perf_counter() - t0 < 600:
                 time.sleep(0.5)  # until submitit has requeued it
+            # Released within the second of its requeue, slurmd refuses the job's start ("Job
+            # credential revoked": the credential's time is not after the revocation's).
+            time.sleep(2)
             marker.unlink()
         if reference is None and cut.poll() is not None:
             reference = launch("reference", 10, 10, 0, 0)
