@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+# The fields later steps set, emitted only where they apply (entry()).
+LATER = ("adaptive", "primary", "activity", "waiting_on")
+
 
 @dataclass(frozen=True)
 class ArmResult:
@@ -59,8 +62,6 @@ class ArmResult:
                 **({"activity": self.activity, "waiting_on": self.waiting_on}
                    if self.primary else {})}
 
-
-LATER = ("adaptive", "primary", "activity", "waiting_on")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ class MetricTable:
 def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direction: str,
                    full: bool = True, acts: dict[str, dict] | None = None,
                    prompts: pd.DataFrame | None = None) -> MetricTable:
-    """One stratum, one metric: baseline summary and one entry per arm. `full` adds the
+    """One stratum, one metric: baseline summary and one result per arm. `full` adds the
     robustness columns and power (the primary metric); secondary metrics skip them. `acts`:
     each arm's trick activity (the primary metric's verdicts apply the inert rule)."""
     comps, crossed = comparisons(st, s, metric, full, prompts)
