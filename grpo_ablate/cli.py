@@ -29,7 +29,6 @@ from grpo_ablate import command_line as cl
 from grpo_ablate.app import hydra_main
 from grpo_ablate.config import compose, expand_jobs, specs_for, validate
 from grpo_ablate.config.catalog import catalog_table
-from grpo_ablate.config.compose import Composer
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
 from grpo_ablate.models.packaged import FetchError
@@ -44,11 +43,6 @@ USAGE = __doc__.split("\n\n")[1]
 def _hydra(argv: list[str], multirun: bool) -> None:
     sys.argv = ["grpo-ablate", *(["--multirun"] if multirun else []), *argv]
     hydra_main()
-
-
-# One rung or one fixed set of jobs per Hydra multirun: this command drives the sweep itself
-# (launch.driver.run_sweep), so Hydra runs the jobs with its basic sweeper and no report.
-ONE_LAUNCH = ["hydra/sweeper=basic", "~hydra.callbacks.report"]
 
 
 def _show(line: cl.HydraLine, overrides: list[str]) -> int:
@@ -69,7 +63,8 @@ def cmd_run(args: list[str]) -> int:
     (spec,) = specs_for([*line.search_overrides, *line.overrides], multirun=False)
     from grpo_ablate.launch.driver import run_one
 
-    return run_one(spec, lambda: _hydra([*line.flags(), *line.overrides], multirun=False))
+    return run_one(spec, lambda: _hydra(
+        [*line.flags(), *line.overrides, sweep.checked_override(spec)], multirun=False))
 
 
 def cmd_sweep(args: list[str]) -> int:
@@ -133,19 +128,15 @@ def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None) 
                 for job in expand_jobs([*search, *overrides])]
         say("\n".join(cl.job_listing(jobs)))
         return _show(line, [*jobs[0], "hydra.mode=RUN"])
-    composer = Composer()  # shared by the rungs of an adaptive sweep
-    specs = specs_for([*search, *overrides], multirun=True, composer=composer)
-    from grpo_ablate.launch.driver import LaunchSettings, run_sweep  # heavy: pandas, scipy
-    from grpo_ablate.report.settings import ReportSettings
-
-    settings = None
-    if report is not None:  # the sweep's own settings, with what the caller asks beside
-        settings = replace(ReportSettings.for_logger(specs[0].config["logger"]), **report)
-    return run_sweep(specs, LaunchSettings(
-        overrides,
-        launch=lambda o: _hydra([*line.flags(), *o, *ONE_LAUNCH], multirun=True),
-        compose=lambda o: specs_for([*search, *o], multirun=True, composer=composer)),
-        settings)
+    # Pre-flight: the line parses and its fixed part composes (one line, exit 2, before Hydra
+    # starts). Then a plain Hydra multirun: grpo-ablate's sweeper composes and validates each
+    # job once, launches those without a record and reports (launch/sweeper.py).
+    expand_jobs([*search, *overrides])
+    try:
+        _hydra([*line.flags(), *overrides, *cl.report_overrides(report or {})], multirun=True)
+    except SystemExit as exc:  # the sweeper's refusal (2, said in one line) or a rung's (1)
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
 
 
 def cmd_report(args: list[str]) -> int:

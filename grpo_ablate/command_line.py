@@ -235,3 +235,19 @@ def demo_launcher(args: list[str]) -> list[str]:
     print(f"demo: launcher=joblib ({os.cpu_count()} workers; `launcher=serial` for one process)",
           file=sys.stderr)
     return ["launcher=joblib"]
+
+
+def report_overrides(settings: dict) -> list[str]:
+    """The settings of a sweep's own report (ReportSettings fields, e.g. a confirmation's
+    statistics) as overrides of its sweeper's `hydra.sweeper.report`."""
+    return [f"++hydra.sweeper.report.{key}={_hydra_value(value)}"
+            for key, value in settings.items()]
+
+
+def _hydra_value(value) -> str:
+    """A value in Hydra's override grammar: strings quoted, so a path's characters stay."""
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_hydra_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -293,3 +293,17 @@ def test_a_tricks_stated_baseline_value_is_the_baseline_recipes():
         have = get(baseline.config, key)
         assert str(have) == value or (isinstance(have, int | float) and float(value) == have), \
             (arm, key, have, value)
+
+
+def test_hydra_s_private_api_is_imported_by_one_module():
+    """How Hydra's basic sweeper crosses a sweep's values (hydra._internal) is read in
+    config/compose.py alone: `grpo-ablate sweep`'s pre-flight and grpo-ablate's sweeper both
+    take a sweep's jobs from there."""
+    from pathlib import Path
+
+    import grpo_ablate
+
+    root = Path(grpo_ablate.__file__).resolve().parent.parent
+    users = sorted(str(p.relative_to(root)) for package in ("grpo_ablate", "hydra_plugins")
+                   for p in (root / package).rglob("*.py") if "hydra._internal" in p.read_text())
+    assert users == ["grpo_ablate/config/compose.py"]

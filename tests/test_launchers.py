@@ -100,3 +100,48 @@ def test_a_plain_hydra_run_refuses_bad_input_in_one_line(tmp_path, bad, message)
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("grpo-ablate: error: ") and message in line, line
     assert not list(tmp_path.rglob("record.json")) and not list(tmp_path.rglob("runs"))
+
+
+def test_a_sweep_job_is_composed_and_validated_once_and_a_rerun_launches_only_the_rest(
+        tmp_path, tiny_policy, monkeypatch):
+    """One road: `grpo-ablate sweep` hands a Hydra multirun to grpo-ablate's sweeper, which
+    composes and validates each job once (the serial launcher runs the jobs in this process,
+    so a check repeated inside a job would be counted too), TRL's checks too, and the task's
+    data check once per task section. Run again with one record gone, only that job is
+    launched."""
+    from collections import Counter
+
+    from grpo_ablate import app
+    import importlib
+
+    from grpo_ablate.tasks import TASKS
+
+    composing = importlib.import_module("grpo_ablate.config.compose")  # config.compose: a function
+    counts = Counter()
+
+    def counting(name, fn):
+        def counted(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+        return counted
+
+    monkeypatch.setattr(composing.Composer, "__call__",
+                        counting("composed", composing.Composer.__call__))
+    monkeypatch.setattr(composing, "check_written", counting("validated", composing.check_written))
+    monkeypatch.setattr(composing, "check_with_trl", counting("trl", composing.check_with_trl))
+    task = TASKS["arithmetic"]
+    monkeypatch.setattr(task, "check_config", counting("task", task.check_config))
+    monkeypatch.setattr(app, "execute", counting("launched", app.execute))
+    args = ["sweep", "trick=baseline,kl_off", "seed=0,1", "trainer.max_steps=1",
+            "eval.every_steps=0", f"out_root={tmp_path}", "sweep_name=once", "run_cache=null"]
+    assert cli.main(args) == 0
+    # each job's trainer section is its own (trainer.seed): TRL's checks once per job
+    assert counts == {"composed": 4, "validated": 4, "trl": 4, "task": 1, "launched": 4}
+    records = sorted((tmp_path / "once" / "runs").glob("*/record.json"))
+    assert len(records) == 4
+    gone = json.loads(records[0].read_text())
+    records[0].unlink()
+    counts.clear()
+    assert cli.main(args) == 0
+    assert counts == {"composed": 4, "validated": 4, "trl": 1, "task": 1, "launched": 1}
+    assert json.loads(records[0].read_text())["run_id"] == gone["run_id"]

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from hydra import compose as hydra_compose
@@ -50,6 +51,26 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
     """Check a composed config, resolve it (`resolve`) and check the result; return the
     RunSpec it describes or raise UserError. The input is never changed. TRL's own checks
     are not run here (they import TRL): `check_trainable` runs them."""
+    data = config_data(cfg)
+    check_written(data)
+    announce_former_name(data)
+    data = resolve(data)
+    check_resolved(data)
+    return RunSpec(config=data, run_id=run_id(data))
+
+
+def resolved_spec(cfg: DictConfig) -> RunSpec:
+    """The RunSpec of a job whose config a pre-flight already validated (the sweeper, or
+    `grpo-ablate run`): resolved on this machine, the checks not repeated. Its trick's hook
+    modules are imported here, as the run needs them registered in this process."""
+    data = config_data(cfg)
+    hook_tricks.import_modules((data.get("trick") or {}).get("modules"))
+    data = resolve(data)
+    return RunSpec(config=data, run_id=run_id(data))
+
+
+def config_data(cfg: DictConfig | dict) -> dict:
+    """A composed config as plain data, its interpolations resolved, the hydra node left out."""
     if isinstance(cfg, DictConfig):
         try:
             # The hydra node is large and not the run's: resolve everything else.
@@ -62,12 +83,7 @@ def validate(cfg: DictConfig | dict) -> RunSpec:
             raise UserError(text) from None
     else:
         data = cfg
-    data = {k: v for k, v in data.items() if k != "hydra"}
-    check_written(data)
-    announce_former_name(data)
-    data = resolve(data)
-    check_resolved(data)
-    return RunSpec(config=data, run_id=run_id(data))
+    return {k: v for k, v in data.items() if k != "hydra"}
 
 
 def check_written(data: dict) -> None:
@@ -148,8 +164,11 @@ def lora_keys_alone(overrides: list[str]) -> list[str]:
 
 
 def compose(overrides: list[str]) -> DictConfig:
-    """Compose conf/ with command-line overrides, including the hydra node."""
-    GlobalHydra.instance().clear()
+    """Compose conf/ with command-line overrides, including the hydra node. Inside a running
+    Hydra app (grpo-ablate's sweeper) the app's own Hydra is set aside and put back."""
+    global_hydra = GlobalHydra.instance()
+    running = global_hydra.hydra
+    global_hydra.clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3",
                                    job_name="grpo_ablate"):
@@ -157,7 +176,9 @@ def compose(overrides: list[str]) -> DictConfig:
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise UserError(_explain_compose_error(exc, overrides)) from None
     finally:
-        GlobalHydra.instance().clear()
+        global_hydra.clear()
+        if running is not None:
+            global_hydra.initialize(running)
 
 
 def _explain_compose_error(exc: BaseException, overrides: list[str]) -> str:
@@ -184,13 +205,14 @@ def parse_overrides(overrides: list[str]) -> list:
         raise UserError(one_line(exc)) from None
 
 
-def expand_jobs(overrides: list[str]) -> list[list[str]]:
-    """The job list Hydra's BasicSweeper will launch for these overrides: the sweep file's
-    `hydra.sweeper.params` first, command-line values winning, crossed in the same order."""
-    parsed = parse_overrides(overrides)
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
-    cfg = compose(fixed)
-    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+def expand_jobs(overrides: list[str], params: dict | None = None) -> list[list[str]]:
+    """The job list of a sweep, as Hydra's basic sweeper crosses it: the sweep file's
+    `hydra.sweeper.params` first (composed from the fixed overrides unless given), command-line
+    values winning, crossed in the same order."""
+    if params is None:
+        parsed = parse_overrides(overrides)
+        cfg = compose([o.input_line for o in parsed if not o.is_sweep_override()])
+        params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
     params_conf = [f"{k}={v}" for k, v in params.items()]
     merged = parse_overrides(params_conf + list(overrides))
     try:
@@ -199,16 +221,17 @@ def expand_jobs(overrides: list[str]) -> list[list[str]]:
         raise UserError(one_line(exc)) from None
 
 
-def specs_for(overrides: list[str], multirun: bool,
-              composer: Composer | None = None) -> list[RunSpec]:
-    """Validate every run a command would launch, before anything is trained or written.
-    A command that composes several sweeps (an adaptive one, rung by rung) passes one
-    `composer` so each set of group choices goes through Hydra once."""
-    jobs = expand_jobs(overrides) if multirun else [list(overrides)]
+def specs_for(overrides: list[str], multirun: bool, composer: Composer | None = None,
+              params: dict | None = None) -> list[RunSpec]:
+    """Validate every run a command would launch, before anything is trained or written;
+    each spec keeps the job overrides that launch it. A command that composes several sweeps
+    (an adaptive one, rung by rung) passes one `composer` so each set of group choices goes
+    through Hydra once; grpo-ablate's sweeper passes its `params` (the sweep file's)."""
+    jobs = expand_jobs(overrides, params) if multirun else [list(overrides)]
     if not multirun and any(o.is_sweep_override() for o in parse_overrides(overrides)):
         raise UserError(f"{' '.join(overrides)}: a sweep of values needs `grpo-ablate sweep`")
     composer = composer or Composer()
-    specs = [validate(composer(job)) for job in jobs]
+    specs = [composer.spec(job) for job in jobs]
     check_layout([(s.arm, s.config) for s in specs])
     return specs
 
@@ -224,6 +247,17 @@ class Composer:
     def __init__(self) -> None:
         self._bases: dict[tuple[str, ...], DictConfig] = {}
         self._is_value: dict[str, bool] = {}  # key -> the config holds it as a value
+        self._specs: dict[frozenset[str], RunSpec] = {}
+
+    def spec(self, job: list[str]) -> RunSpec:
+        """A job composed and validated, once per distinct job (an adaptive sweep's rungs
+        name again jobs the whole sweep named), with the overrides a launcher runs it by
+        (the search path aside: it is the Hydra app's own already)."""
+        key = frozenset(job)
+        if key not in self._specs:
+            self._specs[key] = replace(validate(self(job)), job=tuple(
+                o for o in job if not o.startswith("hydra.searchpath=")))
+        return self._specs[key]
 
     def __call__(self, job: list[str]) -> DictConfig:
         parsed = parse_overrides(job)

@@ -5,7 +5,7 @@ construction."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +76,12 @@ def model_label(config: dict) -> str:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One fully resolved, validated run: what to train, and under which id to record it."""
+    """One fully resolved, validated run: what to train, and under which id to record it;
+    `job` the overrides a sweep launches it with (not part of what it is)."""
 
     config: dict[str, Any]
     run_id: str
+    job: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def arm(self) -> str:

@@ -1,6 +1,7 @@
 """The launch layer: turn validated RunSpecs into records, however they are launched.
 
 driver.py           the one sweep driver: run_sweep (train what a sweep lacks, then report)
+sweeper.py          what grpo-ablate's Hydra sweeper does: each job validated once, the driver
 sweep.py            one job: skip, lock, reuse from the run cache, or train; plan and
                     launch a set of runs
 progress.py         a sweep's progress, read from the records on disk
@@ -8,7 +9,7 @@ run_cache.py        finished runs shared across sweeps, keyed by run identity an
 adaptive.py         the adaptive seed ladder: next rung from the records, the rung loop
 distributed.py      one run on N processes (accelerate launch); GPUs reserved per run
 slurm.py            Slurm jobs that end without a record are recorded failed
-hydra_callbacks.py  the statistics stage when another sweeper's Hydra multirun ends
+hydra_callbacks.py  the statistics stage when a sweeper that does not report ends a multirun
 estimate.py         `plan`: a sweep's runs, wall time, GPU-hours and tokens before it starts
 run_cost.py         one run's cost and throughput from finished records
 pilot.py            `plan`'s pilot runs: here, or as Slurm jobs of the sweep's launcher

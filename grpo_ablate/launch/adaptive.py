@@ -107,10 +107,10 @@ def swept_key(override: str) -> str:
 
 
 def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], list],
-               launch: Callable[[list[str]], Any]) -> int:
+               launch: Callable[[list[list[str]]], Any]) -> int:
     """Run an adaptive sweep to its end. `specs` are every job the sweep names (their arms,
     strata and folder), `fixed` its overrides other than trick and seed; `compose` turns
-    overrides into the RunSpecs they launch and `launch` runs them (a Hydra multirun).
+    overrides into the RunSpecs they name and `launch` runs jobs on the Hydra launcher.
     Returns 0, or 1 when a rung's runs left no record (held by another sweep, or killed)."""
     arms = list(dict.fromkeys(s.arm for s in specs))
     if BASELINE not in arms or len(arms) < 2:
@@ -138,7 +138,7 @@ def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], lis
     def train(overrides: list[str], what: str) -> int:
         """Launch the runs these overrides name that have no final record; how many."""
         return sweep.launch_unfinished(
-            compose(overrides), lambda: launch(overrides),
+            compose(overrides), launch,
             lambda todo, reused: f"{what}: {todo} to train"
             + (f", {reused} reused from the run cache" if reused else ""))
 

@@ -1,8 +1,9 @@
-"""The one driver. `grpo-ablate run` calls `run_one`. `grpo-ablate sweep` and grpo-ablate's
-Hydra sweeper (a plain `python -m grpo_ablate.app -m ...`) both call `run_sweep`: the runs
-without a record are trained (a fixed sweep in one launch, an adaptive one rung by rung),
-then the statistics stage reports on each sweep folder. How runs are launched is the
-caller's: a Hydra multirun on the configured launcher."""
+"""The one driver. `grpo-ablate run` calls `run_one`. Every multirun of grpo-ablate's app
+(`grpo-ablate sweep`, or a plain `python -m grpo_ablate.app -m ...`) reaches `run_sweep`
+through grpo-ablate's Hydra sweeper (launch/sweeper.py): the runs without a record are
+trained (a fixed sweep in one launch, an adaptive one rung by rung), then the statistics
+stage reports on each sweep folder. How jobs are launched is the sweeper's: its Hydra
+launcher."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ if TYPE_CHECKING:  # the report stage loads pandas, scipy and matplotlib: only w
 
 @dataclass(frozen=True)
 class LaunchSettings:
-    """How a sweep's runs start. `overrides` name every job of the sweep; `launch(overrides)`
-    runs the jobs some overrides name (one Hydra multirun); `compose(overrides)` returns the
-    RunSpecs they are (an adaptive sweep composes each rung)."""
+    """How a sweep's runs start. `overrides` name every job of the sweep; `launch(jobs)`
+    runs these jobs (each a list of overrides) on the Hydra launcher; `compose(overrides)`
+    returns the validated RunSpecs some overrides name (an adaptive sweep composes each rung)."""
 
     overrides: list[str]
-    launch: Callable[[list[str]], Any]
+    launch: Callable[[list[list[str]]], Any]
     compose: Callable[[list[str]], list[RunSpec]]
 
 
@@ -73,7 +74,7 @@ def run_sweep(specs: list[RunSpec], launch: LaunchSettings,
                     + (f", {reused} reused from the run cache" if reused else "")
                     + f" -> {', '.join(sweep_dirs)}")
 
-        sweep.launch_unfinished(specs, lambda: launch.launch(launch.overrides), describe)
+        sweep.launch_unfinished(specs, launch.launch, describe)
         say(f"sweep finished in {time.perf_counter() - t0:.0f}s")
     from grpo_ablate.report import report_or_skip  # heavy: pandas, scipy, matplotlib
     from grpo_ablate.report.settings import ReportSettings

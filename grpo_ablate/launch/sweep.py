@@ -7,7 +7,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 
-from grpo_ablate.config import RunSpec, check_trainable
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from grpo_ablate.config import RunSpec, check_trainable, validate
+from grpo_ablate.config.compose import resolved_spec
 from grpo_ablate.launch import run_cache
 from grpo_ablate.launch.progress import progress_from_disk
 from grpo_ablate.launch.slurm import explain_failure
@@ -21,11 +25,41 @@ from grpo_ablate.records import (
     write_record,
 )
 from grpo_ablate.runtime import apply_thread_share, quiet_libraries, say
-from grpo_ablate.tasks import get_task, policy_data_key
+from grpo_ablate.tasks import check_task_configs, get_task, policy_data_key
+
+# The hydra.job.env_set key a launched job carries: the run id its pre-flight validated.
+CHECKED_KEY = "GRPO_ABLATE_CHECKED_RUN"
 
 
-def execute(spec: RunSpec) -> str:
-    """Run one spec to a record. Returns what happened: trained, skipped, or busy."""
+def checked_override(spec: RunSpec) -> str:
+    """The Hydra override that tells a job its config was validated before launch."""
+    return f"++hydra.job.env_set.{CHECKED_KEY}={spec.run_id}"
+
+
+def launcher_jobs(specs: list[RunSpec]) -> list[list[str]]:
+    """The jobs a Hydra launcher runs for these validated specs."""
+    return [[*spec.job, checked_override(spec)] for spec in specs]
+
+
+def job_spec(cfg: DictConfig) -> tuple[RunSpec, bool]:
+    """A Hydra job's RunSpec, and whether it was validated before launch: a job that carries
+    its run id (a sweeper's or `grpo-ablate run`'s) and resolves to that id here is resolved
+    only; any other (e.g. under Hydra's basic sweeper) is validated, and its task's data
+    checked, in the job."""
+    checked = HydraConfig.get().job.env_set.get(CHECKED_KEY) if HydraConfig.initialized() \
+        else None
+    if checked:
+        spec = resolved_spec(cfg)
+        if spec.run_id == checked:
+            return spec, True
+    spec = validate(cfg)
+    check_task_configs([spec.config["task"]])
+    return spec, False
+
+
+def execute(spec: RunSpec, checked: bool = False) -> str:
+    """Run one spec to a record. Returns what happened: trained, skipped, or busy.
+    `checked`: TRL's checks ran before launch."""
     run_dir = spec.run_dir
     if record_exists(run_dir):  # before any model is loaded: a finished sweep re-runs in seconds
         drop_spent_checkpoints(spec)
@@ -41,7 +75,7 @@ def execute(spec: RunSpec) -> str:
             drop_checkpoints(run_dir)  # an interrupted attempt's: the cache had it whole
             return "reused (run cache)"
         say(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})")
-        record, history = train(spec)
+        record, history = train(spec, checked)
         record.error = explain_failure(record.error)
         write_record(run_dir, record, history)
         pause_point("record_written")  # kill tests: the record is there, its checkpoints too
@@ -59,12 +93,13 @@ def drop_spent_checkpoints(spec: RunSpec) -> None:
         drop_checkpoints(spec.run_dir)
 
 
-def train(spec: RunSpec):
+def train(spec: RunSpec, checked: bool = False):
     """Train one run, in this process or in its own processes (launch.processes > 1, or
     pinned GPUs)."""
     quiet_libraries()
     apply_thread_share()  # a parallel launcher's worker share of the cores
-    check_trainable([spec])  # TRL's own checks (the command line ran them before launching)
+    if not checked:  # TRL's own checks, unless they ran before launch
+        check_trainable([spec])
     # heavy (torch, transformers, TRL): the training layer loads only where a run trains
     from grpo_ablate.launch.distributed import needs_processes, train_in_processes
     from grpo_ablate.training.train import train_one
@@ -132,16 +167,17 @@ def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
     return todo, reused
 
 
-def launch_unfinished(specs: list[RunSpec], launch: Callable[[], object],
+def launch_unfinished(specs: list[RunSpec], launch: Callable[[list[list[str]]], object],
                       describe: Callable[[int, int], str]) -> int:
-    """Launch a set of runs unless all are recorded: TRL's checks on those without a record,
-    the run cache, their starting checkpoints, then `launch()` with progress read from disk.
-    `describe(to_train, reused)` is the line said first. Returns how many were to train."""
+    """Launch the runs of a set that have no record: TRL's checks on them, the run cache,
+    their starting checkpoints, then `launch(jobs)` of those still to train (one Hydra
+    launch), with progress read from disk. `describe(to_train, reused)` is the line said
+    first. Returns how many were to train."""
     check_trainable(unfinished(specs))
     todo, reused = plan(specs)
     prepare_checkpoints(todo)
     say(describe(len(todo), reused))
     if todo:  # a finished set starts no launcher, no worker, no model
         with progress_from_disk(specs):
-            launch()
+            launch(launcher_jobs(todo))
     return len(todo)

@@ -1,56 +1,56 @@
-"""grpo-ablate's sweeper (the default `hydra/sweeper`) for a plain Hydra app
-(`python -m grpo_ablate.app -m ...`): it hands the sweep to grpo-ablate's one driver,
-grpo_ablate.launch.driver.run_sweep, which `grpo-ablate sweep` calls too. A fixed sweep is
-one launch of its jobs on the configured launcher; with `adaptive.enabled=true` the
-pre-declared seed ladder runs one launch per rung, as the Optuna and Ax sweepers decide their
-next batch from results; then the report. Hydra loads sweepers only from the hydra_plugins
-package."""
+"""grpo-ablate's sweeper (the default `hydra/sweeper`): a multirun of grpo-ablate's app,
+whether started as `grpo-ablate sweep` or as a plain Hydra app (`python -m grpo_ablate.app -m
+...`), composes and validates every job once and hands the sweep to grpo-ablate's one driver
+(grpo_ablate/launch/sweeper.py). A fixed sweep is one launch of its unfinished jobs on the
+configured launcher; with `adaptive.enabled=true` the pre-declared seed ladder runs one launch
+per rung, as the Optuna and Ax sweepers decide their next batch from results; then the report,
+with the settings in `hydra.sweeper.report`. Hydra loads sweepers only from the hydra_plugins
+package, and imports this module whenever it scans plugins: grpo-ablate loads only in sweep()."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, OmegaConf
 
 
-class LadderSweeper(BasicSweeper):
+class LadderSweeper(Sweeper):
+    def __init__(self, max_batch_size: int | None = None, params: dict | None = None,
+                 report: dict | None = None) -> None:
+        self.max_batch_size = max_batch_size
+        self.params = dict(params or {})
+        self.report = OmegaConf.to_container(report) if isinstance(report, DictConfig) \
+            else dict(report or {})
+        self.config: DictConfig | None = None
+        self.launcher: Any = None
+        self._job_idx = 0
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config)
+
     def sweep(self, arguments: list[str]) -> Any:
         from grpo_ablate.errors import UserError
-        from grpo_ablate.launch.driver import LaunchSettings, run_sweep  # pandas, scipy: here
+        from grpo_ablate.launch.sweeper import sweep  # pandas, scipy: here, not at plugin scan
 
-        self._job_idx = 0
-        every = [*self._parse_config(), *arguments]  # the sweep file's params, then the line's
         try:
-            specs = self._specs(every)
-        except UserError as exc:  # as `grpo-ablate sweep` says it: one line, exit 2
+            code = sweep(self.config, list(arguments), self.params, self.report, self._launch)
+        except UserError as exc:  # as every grpo-ablate command says it: one line, exit 2
             print(f"grpo-ablate: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
-        sweep_dir = Path(self.config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        if run_sweep(specs, LaunchSettings(every, launch=self._launch, compose=self._specs)):
-            raise RuntimeError("the adaptive sweep stopped: a rung's runs left no record")
+        if code:
+            raise SystemExit(code)  # the driver said why
         return []
 
-    def _jobs(self, overrides: list[str]) -> list[list[str]]:
-        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        return self.split_arguments(parser.parse_overrides(overrides), None)[0]
-
-    def _specs(self, overrides: list[str]) -> list:
-        """Every job these overrides name, composed and validated as the jobs will be."""
-        from grpo_ablate.config import check_layout, validate
-
-        specs = [validate(self.hydra_context.config_loader.load_sweep_config(self.config, job))
-                 for job in self._jobs(overrides)]
-        check_layout([(s.arm, s.config) for s in specs])
-        return specs
-
-    def _launch(self, overrides: list[str]) -> None:
-        jobs = self._jobs(overrides)
-        for job in self.launcher.launch(jobs, initial_job_idx=self._job_idx):
-            _ = job.return_value  # raises as the basic sweeper does when a job raised
-        self._job_idx += len(jobs)
+    def _launch(self, jobs: list[list[str]]) -> None:
+        """Launch these jobs, at most max_batch_size at once, as Hydra's basic sweeper does."""
+        size = self.max_batch_size or len(jobs)
+        for start in range(0, len(jobs), size):
+            batch = jobs[start:start + size]
+            for job in self.launcher.launch(batch, initial_job_idx=self._job_idx):
+                _ = job.return_value  # raises as the basic sweeper does when a job raised
+            self._job_idx += len(batch)
