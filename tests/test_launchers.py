@@ -109,11 +109,10 @@ def test_a_sweep_job_is_composed_and_validated_once_and_a_rerun_launches_only_th
     so a check repeated inside a job would be counted too), TRL's checks too, and the task's
     data check once per task section. Run again with one record gone, only that job is
     launched."""
+    import importlib
     from collections import Counter
 
     from grpo_ablate import app
-    import importlib
-
     from grpo_ablate.tasks import TASKS
 
     composing = importlib.import_module("grpo_ablate.config.compose")  # config.compose: a function
