@@ -5,8 +5,8 @@ and with --serial also the in-process (serial launcher) wall for reference. The 
 (2 arms x 8 seeds, 40 steps: the demo's runs) is long enough for the workers' start-up to be
 paid back; 6 short runs are not.
 Usage: python scripts/bench_parallel.py [--seeds 8] [--steps 40] [--workers 2] [--serial] [--quick]
-`--quick`: 1 seed of 2 steps of the baseline alone, the serial launcher too: the script runs
-(figures meaningless)."""
+`--quick`: 1 seed of 2 steps of the baseline alone (the serial launcher too only with
+--serial): the script runs (figures meaningless)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 seed of 2 steps of the baseline: the script runs")
     ns = ap.parse_args()
     if ns.quick:
-        ns.seeds, ns.steps, ns.serial, ns.tricks = 1, 2, True, "baseline"
+        ns.seeds, ns.steps, ns.tricks = 1, 2, "baseline"
     common = [f"sweep={ns.sweep}", f"trick={ns.tricks}", f"seed=range(0,{ns.seeds})",
               f"trainer.max_steps={ns.steps}", "eval.every_steps=20", "run_cache=null"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -126,9 +126,13 @@ def test_hydra_line_errors_are_one_line(capsys, args, message):
 
 
 @pytest.mark.slow
-def test_a_failed_run_exits_nonzero_and_keeps_its_record(tmp_path, tiny_policy):
-    res = cli("run", "trainer.max_steps=2", "faults.reward_raises_at_step=0", f"out_root={tmp_path}")
-    assert res.returncode == 1 and "the run failed: RuntimeError: injected fault" in res.stderr
+def test_a_failed_run_exits_nonzero_and_keeps_its_record(tmp_path, tiny_policy, capfd):
+    from grpo_ablate.cli import main
+
+    capfd.readouterr()  # in this process: main's return is the command's exit status
+    code = main(["run", "trainer.max_steps=2", "faults.reward_raises_at_step=0",
+                 f"out_root={tmp_path}"])
+    assert code == 1 and "the run failed: RuntimeError: injected fault" in capfd.readouterr().err
     (record,) = (tmp_path / "adhoc" / "runs").glob("*/record.json")
     assert json.loads(record.read_text())["status"] == "failed"
 

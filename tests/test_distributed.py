@@ -28,11 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 
 
-def cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "grpo_ablate.cli", *args], capture_output=True,
-                          text=True, env=ENV, cwd=ROOT, timeout=timeout)
-
-
 # ---------------------------------------------------------------------------- layout
 def test_processes_split_the_step_and_keep_the_groups_per_step():
     from grpo_ablate.config import completions_per_step
@@ -150,10 +145,11 @@ def test_two_process_runs_write_one_record_each_and_a_failing_process_fails_only
     common = ["trainer.max_steps=4", "eval.every_steps=0", f"out_root={tmp_path}",
               "trick=adv_norm_global"]
     t0 = time.perf_counter()
-    res = cli("run", "-m", "launch.processes=2", "logger=wandb", *common,
-              "faults.reward_raises_on_rank=1", "faults.reward_raises_at_step=2,null")
+    # The sweep in this process (its runs' processes are started by `accelerate launch`).
+    code = main(["run", "-m", "launch.processes=2", "logger=wandb", *common,
+                 "faults.reward_raises_on_rank=1", "faults.reward_raises_at_step=2,null"])
     took = time.perf_counter() - t0
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert code == 0
     from grpo_ablate.records import read_record
 
     paths = list((tmp_path / "adhoc" / "runs").glob("*/record.json"))
@@ -173,7 +169,7 @@ def test_two_process_runs_write_one_record_each_and_a_failing_process_fails_only
     assert sorted(r["summary"]["status"] for r in runs) == ["completed", "failed"]
     # The held-out set, sharded over the processes and gathered, is the whole set: the SFT
     # policy's greedy accuracy at the start is the one-process run's.
-    assert main(["run", *common]) == 0  # in this process: one interpreter start fewer
+    assert main(["run", *common]) == 0
     (one_path,) = set((tmp_path / "adhoc" / "runs").glob("*/record.json")) - set(paths)
     one = read_record(one_path)
     assert two.metrics["eval/start_accuracy"] == one.metrics["eval/start_accuracy"]

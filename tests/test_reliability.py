@@ -36,6 +36,15 @@ def sweep_process(out: Path, *extra: str, pause: str | None = None, marker: Path
         stderr=open(log, "w") if log else subprocess.DEVNULL)
 
 
+def sweep_here(capfd, *args: str) -> tuple[int, str]:
+    """`grpo-ablate sweep sweep=smoke ARGS` in this process (no interpreter start or second
+    import of TRL): its exit code and what it wrote to stderr."""
+    capfd.readouterr()
+    with contextlib.chdir(ROOT):
+        code = cli.main(["sweep", "sweep=smoke", *args])
+    return code, capfd.readouterr().err
+
+
 def records(sweep: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in sorted(sweep.glob("runs/*/record.json"))}
 
@@ -222,12 +231,11 @@ def test_bad_input_through_a_real_process_exits_2():
 
 # ---------------------------------------------------------------------------- divergence, failure
 @pytest.mark.slow
-def test_diverging_sweep_goes_on_and_report_counts_diverged_runs(tmp_path, tiny_policy):
+def test_diverging_sweep_goes_on_and_report_counts_diverged_runs(tmp_path, tiny_policy, capfd):
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke",
-                          "trick=baseline,kl_off", f"out_root={out}", "faults.nan_loss_at_step=3"],
-                         capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=900)
-    assert res.returncode == 0, res.stderr[-2000:]
+    code, err = sweep_here(capfd, "trick=baseline,kl_off", f"out_root={out}",
+                           "faults.nan_loss_at_step=3")
+    assert code == 0, err[-2000:]
     recs = [read_record(p) for p in records(out / "smoke")]
     assert len(recs) == 4 and {r.status for r in recs} == {"diverged"}
     for r in recs:
@@ -242,15 +250,13 @@ def test_diverging_sweep_goes_on_and_report_counts_diverged_runs(tmp_path, tiny_
 
 
 @pytest.mark.slow
-def test_failing_sweep_goes_on_and_every_run_is_recorded(tmp_path, tiny_policy):
+def test_failing_sweep_goes_on_and_every_run_is_recorded(tmp_path, tiny_policy, capfd):
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke",
-                          f"out_root={out}", "faults.reward_raises_at_step=1"],
-                         capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=900)
-    assert res.returncode == 0, res.stderr[-2000:]
+    code, err = sweep_here(capfd, f"out_root={out}", "faults.reward_raises_at_step=1")
+    assert code == 0, err[-2000:]
     recs = [read_record(p) for p in records(out / "smoke")]
     assert len(recs) == 6 and all(r.status == "failed" and "injected fault" in r.error for r in recs)
-    assert "report skipped" in res.stderr
+    assert "report skipped" in err
 
 
 @pytest.mark.slow

@@ -340,10 +340,21 @@ def kill_at(out: Path, overrides: tuple, pause: str, tmp: Path) -> None:
     no_rank_left(out)
 
 
-def finish(out: Path, overrides: tuple) -> str:
-    proc = run_process(out, *overrides)
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
+def finish(out: Path, overrides: tuple, capfd=None) -> str:
+    """The same command again, to its end: in this process when `capfd` is given (it reads
+    the output; the record is the same whichever process runs it, as for the reference run,
+    and it spares an interpreter start and TRL's import), else in a new process, as the
+    random-moment case does (a resume in a fresh interpreter, as after a node's failure)."""
+    if capfd is None:
+        proc = run_process(out, *overrides)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        return err
+    capfd.readouterr()
+    with contextlib.chdir(ROOT):
+        code = cli.main(["run", f"out_root={out}", *STEPS, *overrides])
+    err = capfd.readouterr().err
+    assert code == 0, err[-3000:]
     return err
 
 
@@ -368,12 +379,13 @@ def the_run(out: Path) -> tuple[dict, str, Path]:
     return record, (path.parent / "history.jsonl").read_text(), path.parent
 
 
-def resumed_equals_uninterrupted(tmp: Path, overrides: tuple, kills) -> tuple[dict, str]:
+def resumed_equals_uninterrupted(tmp: Path, overrides: tuple, kills,
+                                 capfd=None) -> tuple[dict, str]:
     reference, interrupted = tmp / "reference", tmp / "interrupted"
     uninterrupted(reference, overrides)
     for kill in kills:
         kill(interrupted, overrides)
-    err = finish(interrupted, overrides)
+    err = finish(interrupted, overrides, capfd)
     (ref, ref_history, _), (got, history, run_dir) = the_run(reference), the_run(interrupted)
     assert got == ref
     assert history == ref_history
@@ -424,13 +436,14 @@ CASES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_run_killed_at_a_pause_point_resumes_to_the_uninterrupted_record(tmp_path, tiny_policy,
-                                                                          case):
+                                                                          case, capfd):
     overrides, pauses, resumed_at = CASES[case]
     pauses = pauses if isinstance(pauses, tuple) else (pauses,)
     resumed_at = resumed_at if isinstance(resumed_at, list) else [resumed_at]
     record, err = resumed_equals_uninterrupted(
         tmp_path, overrides,
-        [lambda out, o, pause=pause: kill_at(out, o, pause, tmp_path) for pause in pauses])
+        [lambda out, o, pause=pause: kill_at(out, o, pause, tmp_path) for pause in pauses],
+        capfd)
     assert record["resumed_from"] == resumed_at
     assert f"from its checkpoint at step {resumed_at[-1]}" in err
     assert any(f"interrupted {len(pauses)} time(s)" in n for n in record["notes"])
@@ -502,7 +515,7 @@ def test_a_checkpoint_that_cannot_be_written_is_a_warning_and_the_run_goes_on(tm
 
 
 @pytest.mark.slow
-def test_a_foreign_checkpoint_is_refused_and_the_run_starts_over(tmp_path, tiny_policy):
+def test_a_foreign_checkpoint_is_refused_and_the_run_starts_over(tmp_path, tiny_policy, capfd):
     out = tmp_path / "run"
     kill_at(out, (), "after_step:4", tmp_path)
     (ckpt,) = out.glob("*/runs/*/checkpoints/step-3")
@@ -513,7 +526,7 @@ def test_a_foreign_checkpoint_is_refused_and_the_run_starts_over(tmp_path, tiny_
 
     manifest["checksum"] = stable_hash(manifest, 64)
     (ckpt / MANIFEST).write_text(json.dumps(manifest))
-    err = finish(out, ())
+    err = finish(out, (), capfd)
     assert "checkpoint step-3 refused (code" in err
     record = json.loads(next(out.glob("*/runs/*/record.json")).read_text())
     assert record["resumed_from"] == []
@@ -525,7 +538,7 @@ def test_a_foreign_checkpoint_is_refused_and_the_run_starts_over(tmp_path, tiny_
 
 @pytest.mark.slow
 def test_a_two_process_run_whose_lock_holder_alone_is_killed_resumes_to_the_uninterrupted_record(
-        tmp_path, tiny_policy):
+        tmp_path, tiny_policy, capfd):
     """`launch.processes=2`: SIGKILL the process holding the run's lock only (not its group).
     `accelerate launch` is tied to it and the ranks to `accelerate launch`: none keeps writing
     into the run's folder, whose lock is free again; the same command resumes the run, both
@@ -545,20 +558,20 @@ def test_a_two_process_run_whose_lock_holder_alone_is_killed_resumes_to_the_unin
         proc.wait()
         no_rank_left(out)
 
-    record, err = resumed_equals_uninterrupted(tmp_path, overrides, [kill_lock_holder])
+    record, err = resumed_equals_uninterrupted(tmp_path, overrides, [kill_lock_holder], capfd)
     assert record["resumed_from"] == [3] and "from its checkpoint at step 3" in err
     assert any("interrupted 1 time(s)" in n for n in record["notes"])
 
 
 @pytest.mark.slow
-def test_no_checkpoint_is_left_once_a_record_exists(tmp_path, tiny_policy):
+def test_no_checkpoint_is_left_once_a_record_exists(tmp_path, tiny_policy, capfd):
     """Killed between writing its record and dropping its checkpoints, a run's next command
     finds the record, trains nothing and drops them; a run the cache supplies to a sweep
     that had begun it drops that attempt's checkpoints too."""
     out = tmp_path / "run"
     kill_at(out, (), "record_written:1", tmp_path)
     assert list(out.glob("*/runs/*/record.json")) and list(out.glob("*/runs/*/checkpoints/step-*"))
-    err = finish(out, ())
+    err = finish(out, (), capfd)
     assert "training arm=" not in err, err[-2000:]
     assert not list(out.glob("*/runs/*/checkpoints"))
 
@@ -567,7 +580,7 @@ def test_no_checkpoint_is_left_once_a_record_exists(tmp_path, tiny_policy):
     kill_at(begun, (cache,), "after_step:4", tmp_path)
     assert list(begun.glob("*/runs/*/checkpoints/step-3"))
     uninterrupted(tmp_path / "elsewhere", (cache,))  # the same run, finished into the cache
-    err = finish(begun, (cache,))
+    err = finish(begun, (cache,), capfd)
     (run_dir,) = begun.glob("*/runs/*")
     assert "training arm=" not in err and json.loads((run_dir / "record.json").read_text())[
         "origin"], err[-2000:]  # supplied by the cache, not trained

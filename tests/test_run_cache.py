@@ -3,10 +3,8 @@ training, records pointing at the cache), refuses corrupt or foreign entries, an
 over both folders combines them only when their recipes agree."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,22 +14,24 @@ from grpo_ablate.records import read_record, write_record
 from grpo_ablate.training.train import train_one
 
 pytestmark = pytest.mark.slow
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 SHORT = ["sweep=smoke", "trainer.max_steps=2", "eval.every_steps=0"]
 
 
-def sweep(out, name, tricks, *extra):
-    return subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", *SHORT, f"trick={tricks}",
-                           f"sweep_name={name}", f"out_root={out}", *extra],
-                          capture_output=True, text=True, env=ENV, timeout=900)
+def sweep(capfd, out, name, tricks, *extra) -> SimpleNamespace:
+    """The sweep in this process (the cache is files on disk, whichever process reads them),
+    its output read from the file descriptors."""
+    capfd.readouterr()
+    code = cli.main(["sweep", *SHORT, f"trick={tricks}", f"sweep_name={name}", f"out_root={out}",
+                     *extra])
+    return SimpleNamespace(returncode=code, stderr=capfd.readouterr().err)
 
 
 def records(folder):
     return {r.arm + str(r.seed): r for r in map(read_record, folder.glob("runs/*/record.json"))}
 
 
-def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, capsys):
-    first = sweep(tmp_path, "a", "baseline,kl_off")
+def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, capfd):
+    first = sweep(capfd, tmp_path, "a", "baseline,kl_off")
     assert first.returncode == 0, first.stderr[-2000:]
     # A damaged and a foreign entry: each of those runs is trained again, not reused.
     a = records(tmp_path / "a")
@@ -40,7 +40,7 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     damaged = cache / a["baseline1"].run_id / "record.json"
     damaged.write_text(damaged.read_text().replace('"completed"', '"completed" '))
     damaged.write_text(damaged.read_text()[:-40])
-    second = sweep(tmp_path, "b", "baseline,reward_clamp_task")
+    second = sweep(capfd, tmp_path, "b", "baseline,reward_clamp_task")
     assert second.returncode == 0, second.stderr[-2000:]
     trained = [ln for ln in second.stderr.splitlines() if ln.startswith("training ")]
     assert sorted(t.split()[1] + t.split()[2] for t in trained) == \
@@ -54,12 +54,11 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     # A foreign entry (a record filed under another run's id) is refused.
     shutil.rmtree(cache / a["kl_off0"].run_id)
     shutil.copytree(cache / a["baseline0"].run_id, cache / a["kl_off0"].run_id)
-    third = sweep(tmp_path, "c", "kl_off", "seed=0")
+    third = sweep(capfd, tmp_path, "c", "kl_off", "seed=0")
     assert "training arm=kl_off seed=0" in third.stderr
     # Reported together: same recipe, so the folders combine.
     assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
                      str(tmp_path / "both"), "--no-figures"]) == 0
-    capsys.readouterr()
     rep = json.loads((tmp_path / "both" / "report.json").read_text())
     assert {x["arm"] for x in rep["strata"][0]["arms"]} == {"kl_off", "reward_clamp_task"}
 

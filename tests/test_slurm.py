@@ -48,11 +48,11 @@ def records(sweep_dir: Path) -> dict[tuple, dict]:
 
 def test_slurm_sweep_cancelled_job_fails_only_its_run_and_resubmit_trains_only_it(
         tmp_path, slurm, tiny_policy):
-    """Four runs as one job array; one running job is scancelled: its run is recorded failed
-    (the sweep neither hangs nor stops), the other three land; the same command again trains
-    only the cancelled run."""
+    """Two runs as one job array; one running job is scancelled: its run is recorded failed
+    (the sweep neither hangs nor stops), the other lands; the same command again trains only
+    the cancelled run."""
     name = f"grpo-ablate-test-{os.getpid()}"  # this test's jobs, whatever else the cluster runs
-    args = ["trick=baseline,kl_off", "seed=0,1", "trainer.max_steps=4", "faults.sleep_per_step=1",
+    args = ["trick=baseline,kl_off", "seed=0", "trainer.max_steps=4", "faults.sleep_per_step=1",
             f"out_root={tmp_path}", f"hydra.launcher.name={name}"]
     t0 = time.perf_counter()
     proc = sweep(*args)
@@ -69,10 +69,10 @@ def test_slurm_sweep_cancelled_job_fails_only_its_run_and_resubmit_trains_only_i
     assert proc.returncode == 0, err[-3000:]
     assert list((tmp_path / "smoke" / ".submitit").iterdir())  # it went through Slurm
     recs = records(tmp_path / "smoke")
-    assert len(recs) == 4
+    assert len(recs) == 2
     failed = [r for r in recs.values() if r["status"] == "failed"]
     assert len(failed) == 1 and "CANCELLED" in failed[0]["error"], failed
-    assert sum(r["status"] == "completed" for r in recs.values()) == 3
+    assert sum(r["status"] == "completed" for r in recs.values()) == 1
     assert "sweep finished" in err  # it returned (the report needs two seeds of each arm)
     # Re-submitted: only the cancelled run trains again; finished records are kept as they are.
     again = sweep(*args)
