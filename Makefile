@@ -35,9 +35,12 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 4 ? 4 :
 
 # The slurm tests run against a one-machine Slurm that scripts/slurm_local.sh sets up (root
 # and apt needed); where it cannot, they are skipped and the summary says so. SLURM=0: skip.
+# The tests start a hundred-odd Python processes that import the project: it is compiled once
+# first, since where PYTHONDONTWRITEBYTECODE is set each would compile it again (a second each).
 test: $(DEV_STAMP)
 	.venv/bin/ruff check grpo_ablate hydra_plugins tests scripts
 	.venv/bin/lint-imports --no-cache   # the layers of docs/architecture.md: imports go down only
+	$(PY) -m compileall -q grpo_ablate hydra_plugins tests
 	@if [ "$${SLURM:-1}" = 1 ]; then bash scripts/slurm_local.sh \
 	    || echo "make test: no Slurm on this machine (see above): the slurm tests will be skipped"; fi
 	WANDB_MODE=offline $(PY) -m pytest -m "not gpu" -q --durations=12 \

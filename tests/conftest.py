@@ -74,14 +74,22 @@ def tiny_policy():
 def smoke_sweep(tmp_path_factory, tiny_policy):
     """`grpo-ablate sweep sweep=smoke logger=wandb`, never interrupted, run once for the tests
     that need it (its output, its records, or a reference to compare another launcher's or a
-    resumed sweep's report with). Tests may re-run it but must not change its records."""
+    resumed sweep's report with). Tests may re-run it but must not change its records. It runs
+    in this process (no second interpreter start or import of TRL: the records are the same
+    whichever process makes them, docs/determinism.md); what it printed is kept as a
+    CompletedProcess."""
+    import contextlib
+    import io
     import subprocess
-    import sys
+
+    from grpo_ablate.cli import main
 
     out = tmp_path_factory.mktemp("smoke") / "out"
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
-    res = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "sweep", "sweep=smoke",
-                          f"out_root={out}", "logger=wandb"], capture_output=True, text=True,
-                         env=env, timeout=900)
+    args = ["sweep", "sweep=smoke", f"out_root={out}", "logger=wandb"]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(args)
+    res = subprocess.CompletedProcess(["grpo-ablate", *args], code, stdout.getvalue(),
+                                      stderr.getvalue())
     assert res.returncode == 0, res.stderr[-2000:]
     return res, out

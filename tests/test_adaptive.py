@@ -262,12 +262,15 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy, c
     plant_look_one(out)
     planted = {p: p.read_bytes() for p in sweep.glob("runs/*/record.json")}
     assert len(planted) == 6
-    wait_for(marker, adaptive_sweep(out, pause="model_load:1", marker=marker))
-    assert (sweep / adaptive_plan.PLAN_NAME).is_file()  # declared before its first run
-    assert {p: p.read_bytes() for p in sweep.glob("runs/*/record.json")} == planted
     wait_for(marker, adaptive_sweep(out, pause="model_load:2", marker=marker))  # mid look 2
     done_before = {p: p.read_bytes() for p in sweep.glob("runs/*/record.json")}
     assert len(done_before) == 7
+    assert {p: done_before[p] for p in planted} == planted
+    # The plan was declared before its first run began (the run's record, back by its wall
+    # time) and not rewritten since.
+    (first,) = set(done_before) - set(planted)
+    started = first.stat().st_mtime - json.loads(first.read_text())["wall_seconds"]
+    assert (sweep / adaptive_plan.PLAN_NAME).stat().st_mtime < started
     # The same command, never killed, in this process (its output read from the descriptors).
     capfd.readouterr()
     assert cli.main(["sweep", *ADAPTIVE, f"out_root={out}"]) == 0

@@ -1,11 +1,9 @@
 """Checks that need a CUDA device (marker `gpu`; `make test` skips them). Run them on a GPU
-machine: `pytest -m gpu`."""
+machine: `pytest -m gpu`. The trainer is imported inside the tests: on a machine without
+CUDA (the GPU check's rehearsal) the skips are reported without importing TRL."""
 
 import pytest
 import torch
-
-from grpo_ablate.config import specs_for
-from grpo_ablate.training.train import train_one
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
 
@@ -16,6 +14,9 @@ def steps(rows):
 
 def test_evaluations_do_not_change_gpu_training(tiny_policy):
     """Evaluation reseeds the RNG to sample; every CUDA generator must be restored after it."""
+    from grpo_ablate.config import specs_for
+    from grpo_ablate.training.train import train_one
+
     common = ["trainer.use_cpu=false", "trainer.max_steps=6", "seed=3"]
     (with_evals,) = specs_for([*common, "eval.every_steps=2"], multirun=False)
     (without,) = specs_for([*common, "eval.every_steps=0"], multirun=False)

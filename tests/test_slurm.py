@@ -122,10 +122,10 @@ def running_job(name: str) -> str | None:
 def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_limit_fails_it(
         tmp_path, slurm, tiny_policy):
     """A run's job gets Slurm's requeue signal (SIGUSR2, what Slurm sends signal_delay_s before
-    a time limit; `scancel --signal` sends the same) twice, each time while it waits at a pause
-    point after the fifth step of its own (checkpoints of steps 4 and 8 written): submitit
-    requeues it and each new job resumes from the newest checkpoint; the third job has two
-    steps left and no pause. The record and history equal the same run's in one job. A second sweep meets a
+    a time limit; `scancel --signal` sends the same) while it waits at a pause point after its
+    fifth step (the checkpoint of step 4 written): submitit requeues it and the new job resumes
+    from the newest checkpoint; it has four steps left and no pause. (A run resumed twice:
+    tests/test_resume.py.) The record and history equal the same run's in one job. A second sweep meets a
     real two-minute time limit (Slurm signals 20 s before it, at the earliest 60 s before that,
     by its own timing resolution: never before the job has installed its handler) with no
     requeue allowed, and ends with a failed record that says why."""
@@ -142,10 +142,10 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
     # Each job of the cut run waits after its fifth step until the test has signalled it: the
-    # moment is built, not raced (a job resumed from step 4 ends step 9 as its fifth).
+    # moment is built, not raced.
     marker = tmp_path / "paused"
     short = launch("short", 2, 60, 0, 5)     # 300 s of steps against a 120 s limit
-    cut = launch("cut", 10, 10, 5, 0, env={**ENV, "GRPO_ABLATE_PAUSE_AT": "after_step:5",
+    cut = launch("cut", 10, 8, 5, 0, env={**ENV, "GRPO_ABLATE_PAUSE_AT": "after_step:5",
                                            "GRPO_ABLATE_PAUSE_MARKER": str(marker)})
     signalled: list[tuple[str, int]] = []
     reference = None                         # the same run in one job, once the cut one is done
@@ -164,7 +164,7 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
             time.sleep(2)
             marker.unlink()
         if reference is None and cut.poll() is not None:
-            reference = launch("reference", 10, 10, 0, 0)
+            reference = launch("reference", 10, 8, 0, 0)
         release_requeued(f"{name}-cut")
         release_requeued(f"{name}-short")
         time.sleep(0.5)
@@ -175,11 +175,11 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
     _, short_err = short.communicate(timeout=60)
     assert short.returncode == 0, short_err[-3000:]
 
-    assert [step for _, step in signalled] == [4, 8], signalled
+    assert [step for _, step in signalled] == [4], signalled
     (rec,) = records(tmp_path / "cut" / "smoke").values()
     (ref,) = records(tmp_path / "reference" / "smoke").values()
     assert rec["status"] == "completed", rec["error"]
-    assert len(rec["resumed_from"]) == 2, rec["resumed_from"]  # requeued twice, resumed twice
+    assert len(rec["resumed_from"]) == 1, rec["resumed_from"]  # requeued once, resumed once
     assert comparable(rec) == comparable(ref)
     run_dir = next((tmp_path / "cut" / "smoke" / "runs").iterdir())
     ref_dir = next((tmp_path / "reference" / "smoke" / "runs").iterdir())
