@@ -141,12 +141,12 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
              f"out_root={tmp_path / out}", f"hydra.launcher.name={name}-{out}"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
-    # Each job of the cut run waits after its fifth step until the test has signalled it: the
-    # moment is built, not raced.
+    # The cut run's job waits after its fifth step until the test has signalled it: the moment
+    # is built, not raced (the requeued job has four steps left, so no fifth and no pause).
     marker = tmp_path / "paused"
     short = launch("short", 2, 60, 0, 5)     # 300 s of steps against a 120 s limit
     cut = launch("cut", 10, 8, 5, 0, env={**ENV, "GRPO_ABLATE_PAUSE_AT": "after_step:5",
-                                           "GRPO_ABLATE_PAUSE_MARKER": str(marker)})
+                                          "GRPO_ABLATE_PAUSE_MARKER": str(marker)})
     signalled: list[tuple[str, int]] = []
     reference = None                         # the same run in one job, once the cut one is done
     t0 = time.perf_counter()
