@@ -2,7 +2,7 @@
 
 import pytest
 
-from grpo_ablate.config import CONF_DIR, compose, expand_jobs, specs_for, validate
+from grpo_ablate.config import CONF_DIR, SWEEPS_DIR, compose, expand_jobs, specs_for, validate
 from grpo_ablate.config.catalog import former_names, load_catalog
 from grpo_ablate.errors import UserError
 
@@ -38,6 +38,36 @@ def test_catalog_matches_design():
         jobs = expand_jobs([f"sweep={sweep}", "seed=0"])
         assert [o.split("=", 1)[1] for job in jobs for o in job if o.startswith("trick=")] == \
             ["baseline", *CATALOG]
+
+
+def test_the_sweep_files_and_former_names_are_served_by_a_config_source_not_the_store():
+    """Hydra deep-copies the ConfigStore once per group it lists (about 95 times for
+    `--help`): the sweep files and the 28 former names are choices of grpo-ablate's config
+    source on its app's search path, so the store holds none of them; the choices are the
+    same, and any other Hydra app's search path is left as it was."""
+    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+    from grpo_ablate.config.registry import packaged_choices
+
+    compose(["sweep=smoke", "trick=no_kl"])  # both through the source
+    assert not {"sweep", "trick"} & set(ConfigStore.instance().repo)
+    assert {k for k in packaged_choices() if k.startswith("sweep/")} == \
+        {f"sweep/{p.stem}.yaml" for p in SWEEPS_DIR.glob("*.yaml")}
+    assert {k[len("trick/"):-len(".yaml")] for k in packaged_choices()
+            if k.startswith("trick/")} == set(former_names())
+
+    (plugin,) = [p for p in Plugins.instance().discover(SearchPathPlugin)
+                 if p.__module__.startswith("hydra_plugins.grpo_ablate")]
+    ours, other = ConfigSearchPathImpl(), ConfigSearchPathImpl()
+    ours.append("main", f"file://{CONF_DIR}")
+    other.append("main", "file:///app/conf")
+    for path in (ours, other):
+        plugin().manipulate_search_path(path)
+    assert [(e.provider, e.path) for e in ours.get_path()][-1] == ("grpo-ablate", "grpo-ablate://")
+    assert [(e.provider, e.path) for e in other.get_path()] == [("main", "file:///app/conf")]
 
 
 def test_the_variants_sweep_runs_every_variant_and_the_arms_they_are_compared_with():

@@ -2,7 +2,7 @@
 turn the result into a hashed `RunSpec`. One concept per module:
 
 paths.py     where the packaged configs and sweep files are
-registry.py  the OmegaConf resolvers and the `sweep` group, registered on import
+registry.py  the OmegaConf resolvers; the sweep files and former trick names as choices
 schema.py    which keys exist and what each value may be (one-line errors)
 checks.py    cross-key rules: device, vLLM, batch and hooks, processes and GPUs, paths, data
 layout.py    groups and completions per step; the same layout for every arm of a sweep

@@ -1,15 +1,20 @@
-"""What grpo-ablate registers with OmegaConf and Hydra when the config layer is imported: the
-resolvers the recipe's batch layout is written with (`${mul:...}`, `${div:...}`,
-`${micro:...}`, `${cpus:}`, `${threads_per:...}`), a catalog's trick list for sweep files
-(`${tricks:review}`), sweeps/*.yaml as the Hydra group `sweep`, so `sweep=<name>` works
-from any directory and a misspelt name fails with Hydra's list of options, and renamed
-tricks' former names as `trick` choices."""
+"""What grpo-ablate adds to OmegaConf and Hydra: the resolvers the recipe's batch layout is
+written with (`${mul:...}`, `${div:...}`, `${micro:...}`, `${cpus:}`, `${threads_per:...}`)
+and a catalog's trick list for sweep files (`${tricks:review}`), registered when the config
+layer is imported; and the choices that are not files of conf/ (`packaged_choices`):
+sweeps/*.yaml as the group `sweep`, so `sweep=<name>` works from any directory and a
+misspelt name fails with Hydra's list of options, and renamed tricks' former names as
+`trick` choices. Hydra reads those through grpo-ablate's config source
+(hydra_plugins/grpo_ablate_configs), not the ConfigStore: Hydra deep-copies the whole store
+once per group it lists (`--help` lists about 95), so every node kept there costs each
+command."""
 
 from __future__ import annotations
 
+import functools
 import os
+from pathlib import Path
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from grpo_ablate.config.catalog import load_catalog
@@ -60,24 +65,18 @@ def config_dirs(root) -> list[str]:
     return found
 
 
-def register_sweeps() -> None:
-    store = ConfigStore.instance()
-    for path in sorted(SWEEPS_DIR.glob("*.yaml")):
-        store.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")
-
-
-def register_former_names() -> None:
-    """A renamed trick's former name (its file's `trick.formerly`, its one declaration) as a
-    `trick` choice: the trick under its name now, marked `called_as` for the one-line
-    notice."""
-    store = ConfigStore.instance()
+@functools.cache
+def packaged_choices() -> dict[str, Path | dict]:
+    """`<group>/<name>.yaml` -> a sweep file's path, or a former trick name's node: the trick
+    under its name now (its file's `trick.formerly`, the one declaration), marked
+    `called_as` for the one-line notice. Both are global packages, as the files are."""
+    choices: dict[str, Path | dict] = {
+        f"sweep/{path.stem}.yaml": path for path in sorted(SWEEPS_DIR.glob("*.yaml"))}
     for t in load_catalog():
         if t.get("formerly"):
-            store.store(group="trick", name=t["formerly"], package="_global_",
-                        node={"defaults": [f"/trick/{t['id']}"],
-                              "trick": {"called_as": t["formerly"]}})
+            choices[f"trick/{t['formerly']}.yaml"] = {
+                "defaults": [f"/trick/{t['id']}"], "trick": {"called_as": t["formerly"]}}
+    return choices
 
 
 register_resolvers()
-register_sweeps()
-register_former_names()
