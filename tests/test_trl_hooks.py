@@ -7,6 +7,7 @@ import tempfile
 import pytest
 import torch
 import trl
+from planted import planted, planted_groups
 
 from grpo_ablate.config import specs_for
 from grpo_ablate.tasks import get_task
@@ -63,17 +64,19 @@ def group_zscore(rewards, g):
     return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).view(-1)
 
 
+PLAN = planted_groups(16)  # planted rewards: what each trick acts on, on any CPU
+
+
 def test_reward_clip_bounds_the_rewards_that_reach_the_advantage(tiny_policy):
-    trainer, outs = run_trainer(tiny_policy, ["hooks.reward_clip={low:-0.5,high:0.5}"])
+    trainer, outs = run_trainer(tiny_policy, [planted(PLAN), "hooks.reward_clip={low:-0.5,high:0.5}"])
+    clipped = torch.tensor(PLAN).clamp(-0.5, 0.5)
     for o in outs:
-        assert o["rewards"].max() <= 0.5 and o["rewards"].min() >= -0.5
-        assert torch.allclose(o["out"]["advantages"], group_zscore(o["rewards"], 16), atol=1e-5)
-    _, base = run_trainer(tiny_policy, [])
-    assert base[0]["rewards"].max() == 1.0  # there was something to clip
-    # Activity: every clipped sample sits on a bound (graded rewards never hit +-0.5 exactly).
-    on_bound = sum(int((o["rewards"].abs() == 0.5).sum()) for o in outs)
-    assert trainer.activity["reward_clip_changed"] == on_bound > 0
-    assert trainer.activity["reward_clip_units"] == sum(o["rewards"].numel() for o in outs)
+        assert torch.equal(o["rewards"], clipped)
+        assert torch.allclose(o["out"]["advantages"], group_zscore(clipped, 16), atol=1e-5)
+    # Activity: the planted rewards outside the bounds, in every call.
+    outside = sum(abs(v) > 0.5 for v in PLAN)
+    assert trainer.activity["reward_clip_changed"] == len(outs) * outside > 0
+    assert trainer.activity["reward_clip_units"] == len(outs) * len(PLAN)
 
 
 def test_length_penalty_lowers_rewards_by_normalised_length(tiny_policy):
@@ -98,7 +101,8 @@ def kept_group_advantages(rewards, keep, g):
 
 def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
     trainer, outs = run_trainer(
-        tiny_policy, ["trick=filter_low_reward_early", "hooks.filter_low_reward.end=0.5"], steps=4)
+        tiny_policy, [planted(PLAN), "trick=filter_low_reward_early", "hooks.filter_low_reward.end=0.5"],
+        steps=4)
     for o in outs:
         mask = o["out"]["completion_mask"]
         kept = mask.sum(1) > 0
@@ -150,7 +154,7 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
 
 
 def test_global_adv_norm_restandardises_after_group_zscore(tiny_policy):
-    _, outs = run_trainer(tiny_policy, ["trick=adv_norm_global"])
+    _, outs = run_trainer(tiny_policy, [planted(PLAN), "trick=adv_norm_global"])
     for o in outs:
         adv = o["out"]["advantages"]
         assert abs(adv.mean().item()) < 1e-5 and abs(adv.std().item() - 1) < 1e-2
@@ -183,7 +187,7 @@ def test_native_tricks_reach_trl(tiny_policy, trick, attr, expected):
 def test_epsilon_clip_is_inert_without_reuse_and_acts_with_it(tiny_policy):
     once, _ = run_trainer(tiny_policy, ["trainer.epsilon=0.01", "trainer.epsilon_high=0.01"], steps=2)
     assert all(h.get("clip_ratio/region_mean", 0) == 0 for h in once.state.log_history)
-    reused, _ = run_trainer(tiny_policy, ["trick=reuse_2x", "trainer.epsilon=0.01",
+    reused, _ = run_trainer(tiny_policy, [planted(PLAN), "trick=reuse_2x", "trainer.epsilon=0.01",
                                           "trainer.epsilon_high=0.01", "trainer.learning_rate=1e-3"],
                             steps=4)
     assert any(h.get("clip_ratio/region_mean", 0) > 0 for h in reused.state.log_history)

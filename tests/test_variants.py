@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 import torch
+from planted import planted, planted_groups
 
 from grpo_ablate.config import specs_for
 from grpo_ablate.training.tricks.dynamic_sampling import keep_groups
@@ -46,13 +47,20 @@ def generate(trainer, seed: int = 0) -> dict:
 
 @pytest.fixture(scope="module")
 def fixed_batch(tiny_policy, tmp_path_factory):
-    """One generated batch, made off-policy (old log-probs moved by up to e^±3) and with
+    """One generated batch with its premise planted, so that no CPU's policy decides it:
+    advantages of both signs on every row (+ on even rows, - on odd, 0.5 to 1.5), old
+    log-probs moved off the policy's by a seeded e^±3 (the sampler 1 nat above the policy on
+    rows 0-1, 1 nat below on rows 2-3: Eq. 9 has a sequence to drop and one to keep), and
     completion lengths that differ (odd rows lose their last token)."""
     base = trainer_for(OFF_POLICY, tmp_path_factory.mktemp("base"))
     batch = generate(base)
     g = torch.Generator().manual_seed(0)
     old = batch["old_per_token_logps"]
-    batch["old_per_token_logps"] = old + (torch.rand(old.shape, generator=g) - 0.5) * 6.0
+    noise = (torch.rand(old.shape, generator=g) - 0.5) * 6.0
+    noise[0:2], noise[2:4] = 1.0, -1.0
+    batch["old_per_token_logps"] = old + noise
+    rows = torch.arange(old.size(0))
+    batch["advantages"] = torch.where(rows % 2 == 0, 1.0, -1.0) * (0.5 + 0.25 * (rows % 5))
     mask = batch["completion_mask"].clone()
     mask[1::2, -1] = 0
     batch["completion_mask"] = mask
@@ -297,7 +305,10 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     reference reset every 2 steps (ref_reset_200's own N is 200), and an entropy target the
     tiny policy's entropy is below (entropy_adaptive's 0.2 suits a pretrained model). The fp32
     LM head acts only on a policy below fp32, which a CPU run never is (bf16 is refused here):
-    it completes and says it did not act; its acting is tested on a bf16 policy above."""
+    it completes and says it did not act; its acting is tested on a bf16 policy above. The
+    rewards are planted (tests/planted.py: uniform groups for dynamic sampling to replace,
+    varied ones with positive advantages for W-REINFORCE and Pass@k), so what the arms act on
+    is not what the tiny policy, trained on this machine, happens to answer."""
     import json
 
     from grpo_ablate import cli
@@ -306,7 +317,7 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
                      "trainer.learning_rate=2e-3", "trainer.max_completion_length=2",
                      "trainer.max_steps=6", "eval.every_steps=0", "eval.sampled_k=1",
                      "guard.kl_abort=1e12", "run_cache=null", "trainer.ref_model_sync_steps=2",
-                     "trainer.entropy_target=100"]) == 0
+                     "trainer.entropy_target=100", planted(planted_groups(16))]) == 0
     records = [json.loads(p.read_text()) for p in (tmp_path / "variants").glob("runs/*/record.json")]
     acted = {r["arm"]: r["activity"].get("acted") for r in records}
     assert [(r["arm"], r["status"], r["error"]) for r in records if r["status"] != "completed"] == []
@@ -331,13 +342,11 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     unequal = [r["completions/max_length"] > r["completions/min_length"] for r in rows
                if "loss" in r]
     assert luspo == sum(unequal) / len(unequal)
-    # Three act only on what the policy happens to produce: W-REINFORCE and Pass@k where a
-    # group's rewards differ, Clip-Cov where a token's covariance term falls in (1, 5). Here
-    # they complete and say what they measure; their acting is tested on planted batches above.
-    for arm, hook in (("adv_positive_0.1", "adv_positive"), ("adv_passk_4", "adv_passk"),
-                      ("clip_cov", "clip_cov")):
-        assert 0 <= acted.pop(arm) <= 1
-        assert by_arm[arm]["activity"]["measure"].endswith(f"whose advantage {hook} changed")
+    # Clip-Cov acts where a token's covariance term, which the policy's log-probs decide,
+    # falls in (1, 5): here it completes and says what it measures; its acting is tested on
+    # a batch built for it above.
+    assert 0 <= acted.pop("clip_cov") <= 1
+    assert by_arm["clip_cov"]["activity"]["measure"].endswith("whose advantage clip_cov changed")
     assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
     against = {a: r["config"]["trick"].get("against", "baseline") for a, r in by_arm.items()}
     assert (against["loss_sapo"], against["loss_vespo"], against["off_policy_mask_0.5"],
@@ -412,15 +421,35 @@ def independent_gradient(trainer, batch, policy_loss) -> torch.Tensor:
 LOSS_POINT = ["trainer.beta=0", "trainer.loss_type=dapo"]  # verl's token-mean, no KL term
 
 
+def clip_cov_premise(trainer, batch, lb: float, ub: float) -> dict:
+    """The batch with Clip-Cov's premise built on this machine's policy: every row's first
+    token on-policy (ratio 1: the standard clip leaves it alone whatever its advantage's
+    sign), and the advantages scaled so that the largest covariance term among those tokens,
+    (A - mean A)(log p - mean log p) over the counted tokens, lies midway in (lb, ub)."""
+    with torch.no_grad():
+        logp = policy_logps(trainer.model, batch, trainer.args.temperature)
+    mask = batch["completion_mask"].float()
+    old = batch["old_per_token_logps"].clone()
+    old[:, 0] = logp[:, 0]
+    adv = batch["advantages"].unsqueeze(1).expand_as(logp)
+    mean = lambda x: (x * mask).sum() / mask.sum()  # noqa: E731
+    term = (adv - mean(adv)) * (logp - mean(logp))
+    largest = term[:, 0][mask[:, 0] > 0].max()
+    assert largest > 0, "premise: some on-policy token with a positive covariance term"
+    scale = (lb + ub) / 2 / largest
+    return {**batch, "old_per_token_logps": old, "advantages": batch["advantages"] * scale}
+
+
 def test_clip_cov_through_trls_loss_is_verls_clip_cov(fixed_batch, tmp_path):
     """The loss point end to end: TRL's compute_loss on the fixed off-policy batch with
     Clip-Cov on (every candidate token drawn: ratio 1) has the gradient of verl's Clip-Cov
     loss computed here, and counts the tokens it dropped."""
     from test_hook_points import verl_clip_cov_loss
 
-    _, batch = fixed_batch
+    _, fixed = fixed_batch
     trainer = trainer_for([*OFF_POLICY, *LOSS_POINT, "trick=clip_cov", "hooks.clip_cov.ratio=1.0"],
                           tmp_path)
+    batch = clip_cov_premise(trainer, fixed, 1.0, 5.0)
     dropped = []
 
     def verl(old, logp, adv, mask):
@@ -455,10 +484,8 @@ def test_kl_cov_through_trls_loss_is_verls_kl_cov(fixed_batch, tmp_path):
 
 def planted_rewards(trainer) -> list[float]:
     """The task's reward function replaced by planted rewards for 4 groups of G (on the
-    trainer's first 4 prompts): all right; none right; one right and the rest at partial
-    credit; half right, half malformed."""
-    g = trainer.num_generations
-    plan = [1.0] * g + [0.2] * g + [1.0] + [0.3] * (g - 1) + [1.0, -1.0] * (g // 2)
+    trainer's first 4 prompts): tests/planted.py's `planted_groups`."""
+    plan = planted_groups(trainer.num_generations)
 
     def reward(prompts, completions, **kwargs):
         return plan[:len(completions)]

@@ -23,7 +23,7 @@ ROLES = {"trick": "name", "seed": "name",
                           "adaptive", "launch", "checkpoint"), "bookkeeping")}
 # Keys added after records existed: in the identity only when set, so older records (and
 # run-cache entries) keep their ids.
-_FAULTS_IF_SET = ("reward_raises_on_rank",)
+_FAULTS_IF_SET = ("reward_raises_on_rank", "planted_rewards")
 
 
 def _computation(data: dict) -> dict:

@@ -96,8 +96,11 @@ SCHEMA: dict[str, Any] = {
         "keep_last": integer(1),
         "keep": BOOLEAN,
     },
-    "faults": free("nan_loss_at_step", "kl_blowup_at_step", "reward_raises_at_step",
-            "reward_raises_on_rank", "sleep_per_step"),
+    "faults": {**free("nan_loss_at_step", "kl_blowup_at_step", "reward_raises_at_step",
+                      "reward_raises_on_rank", "sleep_per_step"),
+               "planted_rewards": (_opt(lambda x: isinstance(x, list) and len(x) > 0
+                                        and all(_num(v) for v in x)),
+                                   "a non-empty list of numbers, or null")},
     "recipe": {
         "name": ANY,
         "prompts_per_step": integer(1),

@@ -1,6 +1,7 @@
 """Fault injection for the reliability tests, chosen by the `faults` config group
 (conf/faults/none.yaml: all off): a NaN loss, a KL blow-up, a reward function that raises,
-and slowed steps with pause points for the kill-and-resume tests. They are attached from
+planted rewards (a test's premise that no CPU's policy decides), and slowed steps with pause
+points for the kill-and-resume tests. They are attached from
 outside the trainer (callbacks, and wrappers around the public `compute_loss` and the
 reward function), so the trainer subclass holds tricks only."""
 
@@ -41,7 +42,9 @@ class FaultInjection(TrainerCallback):
 
     def wrap_reward(self, reward: Callable) -> Callable:
         """The reward function raises from step `reward_raises_at_step` on (on the process
-        `reward_raises_on_rank` only, when it is set)."""
+        `reward_raises_on_rank` only, when it is set); with `planted_rewards`, each call's
+        completions get those values in turn, whatever they say."""
+        reward = self._planted(reward)
         at, rank = self.faults.get("reward_raises_at_step"), self.faults.get("reward_raises_on_rank")
         if at is None:
             return reward
@@ -55,6 +58,18 @@ class FaultInjection(TrainerCallback):
             return reward(*args, trainer_state=trainer_state, **kwargs)
 
         return raising
+
+    def _planted(self, reward: Callable) -> Callable:
+        plan = self.faults.get("planted_rewards")
+        if not plan:
+            return reward
+
+        @functools.wraps(reward)
+        def planted(prompts, completions, **kwargs):
+            reward(prompts, completions, **kwargs)  # the task's own bookkeeping still runs
+            return [float(plan[i % len(plan)]) for i in range(len(completions))]
+
+        return planted
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         at = self.faults.get("kl_blowup_at_step")
