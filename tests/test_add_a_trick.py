@@ -1,7 +1,7 @@
 """docs/guide.md's "Add a trick" recipe, done as a user does it, from a folder outside the
 package: a TRL-native trick is one YAML; a hook trick is one YAML plus one module that
 registers its function at a hook point, its rule and its activity measure
-(grpo_ablate/hook_tricks.py), here one at each point: the rewards, the advantages and the
+(grpo_ablate/hook_tricks/), here one at each point: the rewards, the advantages and the
 loss. Each then appears in `grpo-ablate tricks`, in a sweep's jobs, in the records' activity
 and in the report."""
 

@@ -21,8 +21,8 @@ from grpo_ablate.config import specs_for
 from grpo_ablate.config.paths import ACCELERATE_DIR
 from grpo_ablate.config.schema import ACCELERATE_CONFIGS
 from grpo_ablate.errors import UserError
+from grpo_ablate.hook_tricks.global_adv_norm import apply_global_adv_norm
 from grpo_ablate.launch.distributed import free_port, launch_command, reserve_gpus
-from grpo_ablate.training.tricks.global_adv_norm import apply_global_adv_norm
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}

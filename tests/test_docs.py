@@ -13,7 +13,7 @@ PACKAGE = ROOT / "grpo_ablate"
 TOP = ("grpo_ablate", "scripts", "tests", "conf", "docs", "sweeps", "hydra_plugins", ".ci")
 LAYERS = ("training", "launch", "stats", "config", "tasks", "models", "report")
 EXT = r"(?:py|md|yaml|sh|png|json|jsonl|csv|toml)"
-# A path from the repository root, or from the package (training/trl_hooks.py).
+# A path from the repository root, or from the package (training/trl_layer/dispatch.py).
 ROOTED = re.compile(rf"(?<![\w/.-])((?:{'|'.join(map(re.escape, TOP))})/[\w./-]*\w\.{EXT})\b")
 IN_PACKAGE = re.compile(rf"(?<![\w/.-])((?:{'|'.join(LAYERS)})/[\w/-]*\w\.py)\b")
 DOTTED = re.compile(r"(?<![\w.])(grpo_ablate(?:\.\w+)+)")
@@ -107,7 +107,7 @@ def test_the_check_finds_a_stale_name(tmp_path, monkeypatch):
     assert not exists("training/no_such_module.py")
 
 
-@pytest.mark.parametrize("ref", ["training/trl_hooks.py", "conf/trick/ema_0.9.yaml", "docs/guide.md"])
+@pytest.mark.parametrize("ref", ["training/trl_layer/dispatch.py", "conf/trick/ema_0.9.yaml", "docs/guide.md"])
 def test_the_check_accepts_what_exists(ref):
     assert exists(ref)
 

@@ -1,4 +1,4 @@
-"""The hook points (grpo_ablate/hook_tricks.py) and the four variants added through them,
+"""The hook points (grpo_ablate/hook_tricks/) and the four variants added through them,
 each against an independent computation of its paper's formula on a planted batch: the
 Pass@k advantage by enumerating every k-subset, W-REINFORCE's weights, and Clip-Cov's and
 KL-Cov's policy losses as verl writes them (`compute_policy_loss_clip_cov`,
@@ -13,8 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_ablate.hook_tricks import HOOKS, StepBatch, TokenBatch, hooks_at, measure_of
-from grpo_ablate.training.tricks import adv_passk, adv_positive, clip_cov, kl_cov
+from grpo_ablate.hook_tricks import (
+    HOOKS,
+    StepBatch,
+    TokenBatch,
+    adv_passk,
+    adv_positive,
+    clip_cov,
+    hooks_at,
+    kl_cov,
+    measure_of,
+)
 
 PACKAGE = Path(__file__).resolve().parents[1] / "grpo_ablate"
 NEW = {"adv_positive": "adv_positive_0.1", "adv_passk": "adv_passk_4", "clip_cov": "clip_cov",
@@ -25,7 +34,7 @@ NEW = {"adv_positive": "adv_positive_0.1", "adv_passk": "adv_passk_4", "clip_cov
 def test_a_variant_is_its_yaml_and_its_module_and_nothing_else_names_it(hook):
     naming = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*")
                     if p.is_file() and p.suffix in (".py", ".yaml") and hook in p.read_text())
-    assert naming == sorted({f"conf/trick/{NEW[hook]}.yaml", f"training/tricks/{hook}.py"})
+    assert naming == sorted({f"conf/trick/{NEW[hook]}.yaml", f"hook_tricks/{hook}.py"})
     assert HOOKS[hook].point() in ("advantages", "token_advantages")
 
 
@@ -202,6 +211,6 @@ def test_a_built_in_hook_is_named_by_its_module_its_yamls_and_the_import_list_al
                     if word.search(p.read_text()))
     # task.shaping.length_penalty is a task's key (its value for the trick, in reward units).
     task_keys = ["config/schema.py"] if hook == "length_penalty" else []
-    assert naming == sorted([f"training/tricks/{hook}.py", "hook_tricks.py", *task_keys])
-    assert f"grpo_ablate.training.tricks.{hook}" in __import__(
+    assert naming == sorted([f"hook_tricks/{hook}.py", "hook_tricks/__init__.py", *task_keys])
+    assert f"grpo_ablate.hook_tricks.{hook}" in __import__(
         "grpo_ablate.hook_tricks", fromlist=["BUILT_IN"]).BUILT_IN

@@ -105,10 +105,10 @@ def test_a_lora_run_trains_the_adapter_alone_against_the_adapter_disabled_base(t
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from grpo_ablate.hook_tricks.ema import WeightEMA
     from grpo_ablate.tasks import get_task
     from grpo_ablate.training.callbacks import HistoryCallback
     from grpo_ablate.training.train import build_trainer
-    from grpo_ablate.training.tricks.ema import WeightEMA
 
     (spec,) = specs_for([LORA, *FEW, f"out_root={tmp_path}"], multirun=False)
     task = get_task(spec.config["task"])

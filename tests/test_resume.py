@@ -233,7 +233,7 @@ def test_a_prune_cut_short_leaves_nothing_that_looks_like_a_checkpoint(tmp_path,
 def test_epoch_seeded_sampler_gives_the_persistent_generators_orders():
     from trl.trainer.utils import RepeatSampler
 
-    from grpo_ablate.training.trl_hooks import EpochSeededSampler
+    from grpo_ablate.training.trl_layer.resumable import EpochSeededSampler
 
     plain = RepeatSampler(list(range(23)), mini_repeat_count=2, batch_size=4, repeat_count=2, seed=7)
     orders = [list(plain) for _ in range(4)]  # one pass per epoch, one generator throughout
@@ -252,7 +252,7 @@ def test_the_colocated_vllm_engine_is_seeded_by_the_run(monkeypatch):
     tensor-parallel group instead. tests/test_gpu.py runs the real engine."""
     import trl.generation.vllm_generation as vg
 
-    from grpo_ablate.training.trl_hooks import seeded_vllm_engine, vllm_engine_seed
+    from grpo_ablate.training.trl_layer.vllm import seeded_vllm_engine, vllm_engine_seed
 
     built = []
 
@@ -408,7 +408,7 @@ CASES = {
     # checkpoint), not the SFT policy.
     "ema, lr_cosine, reuse_2x, clip_cov, ref_reset": (
         ("trick=ema_0.9", "trainer.lr_scheduler_type=cosine", "trainer.num_iterations=2",
-         "+trick.modules=[grpo_ablate.training.tricks.clip_cov]",
+         "+trick.modules=[grpo_ablate.hook_tricks.clip_cov]",
          "+hooks.clip_cov={ratio:0.5,lb:-100,ub:100}", "trainer.sync_ref_model=true",
          "trainer.ref_model_mixup_alpha=1.0", "trainer.ref_model_sync_steps=2"),
         "after_step:5", 4),

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from grpo_ablate.hook_tricks import HOOKS, RewardBatch, hooks_at, in_reward_units, reward_values
-from grpo_ablate.training.tricks.ema import WeightEMA
-from grpo_ablate.training.tricks.filter_low_reward import filter_active, low_reward_keep_mask
-from grpo_ablate.training.tricks.global_adv_norm import apply_global_adv_norm
-from grpo_ablate.training.tricks.length_penalty import apply_length_penalty
-from grpo_ablate.training.tricks.reward_clip import apply_reward_clip
+from grpo_ablate.hook_tricks.ema import WeightEMA
+from grpo_ablate.hook_tricks.filter_low_reward import filter_active, low_reward_keep_mask
+from grpo_ablate.hook_tricks.global_adv_norm import apply_global_adv_norm
+from grpo_ablate.hook_tricks.length_penalty import apply_length_penalty
+from grpo_ablate.hook_tricks.reward_clip import apply_reward_clip
 
 
 def shape_rewards(rewards, lengths, clip, coef, max_length, group_size=1):

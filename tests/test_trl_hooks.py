@@ -12,7 +12,7 @@ from planted import planted, planted_groups
 from grpo_ablate.config import specs_for
 from grpo_ablate.tasks import get_task
 from grpo_ablate.training.train import build_trainer
-from grpo_ablate.training.trl_hooks import TESTED_TRL, check_trl_compat
+from grpo_ablate.training.trl_layer import TESTED_TRL, check_trl_compat
 
 pytestmark = pytest.mark.slow
 
@@ -45,15 +45,21 @@ def run_trainer(tiny_policy, overrides, steps=2):
     tok = AutoTokenizer.from_pretrained(tiny_policy)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = build_trainer(spec, tiny_policy, tok, task, tmp, [])
-        outputs = []
-        original = trainer._generate_and_score_completions
+        outputs, scored = [], []
+        original, sampled = trainer._generate_and_score_completions, trainer._sampled
+
+        def spy_sampled(inputs):  # the values of the rows sampled (ScoredRows)
+            out, rows = sampled(inputs)
+            scored.append(rows)
+            return out, rows
 
         def spy(inputs):  # records what the loss will see; changes nothing
             out = original(inputs)
-            outputs.append({"out": out, "rewards": trainer._shaped_rewards.clone(),
+            outputs.append({"out": out, "rewards": scored[-1].rewards.clone(),
                             "step": trainer.state.global_step})
             return out
 
+        trainer._sampled = spy_sampled
         trainer._generate_and_score_completions = spy
         trainer.train()
     return trainer, outputs
@@ -129,7 +135,7 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
     from trl import GRPOConfig
 
     from grpo_ablate.config import grpo_kwargs
-    from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
+    from grpo_ablate.training.trl_layer import AblationGRPOTrainer
 
     def half_right(prompts, completions, **_):
         return [1.0 if i % 16 < 8 else 0.05 for i in range(len(completions))]
@@ -224,7 +230,7 @@ def test_held_out_evaluation_generates_on_the_vllm_engine_with_its_own_sampling(
 
     from grpo_ablate.models.tiny import build_tokenizer
     from grpo_ablate.tasks.evaluation import generate, generation_backend
-    from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
+    from grpo_ablate.training.trl_layer import AblationGRPOTrainer
 
     engine = FakeVLLMEngine()
     trainer = SimpleNamespace(vllm_generation=engine, _last_loaded_step=7,

@@ -4,7 +4,7 @@ once, with planted off-policy log-probs and varied completion lengths so that ev
 normaliser and clip can differ), the advantage- and mask-side ones on the same completions
 (the same sampling seed), and the soft overlong punishment against an independent Eq. 13.
 The TRL internals these tests call (`_generate_and_score_completions`,
-`current_gradient_accumulation_steps`) are the ones grpo_ablate/training/trl_hooks.py
+`current_gradient_accumulation_steps`) are the ones grpo_ablate/training/trl_layer/
 already pins."""
 
 from collections import Counter
@@ -14,8 +14,8 @@ import torch
 from planted import planted, planted_groups
 
 from grpo_ablate.config import specs_for
-from grpo_ablate.training.tricks.dynamic_sampling import keep_groups
-from grpo_ablate.training.tricks.soft_overlong import SoftOverlongReward, soft_overlong_cache
+from grpo_ablate.hook_tricks.dynamic_sampling import keep_groups
+from grpo_ablate.hook_tricks.soft_overlong import SoftOverlongReward, soft_overlong_cache
 
 pytestmark = pytest.mark.slow
 OFF_POLICY = ["trainer.num_iterations=2"]
@@ -382,7 +382,7 @@ def test_dynamic_sampling_keeps_the_groups_an_independent_selection_keeps():
 
 
 def test_dynamic_sampling_merges_trls_rounds_row_for_row():
-    from grpo_ablate.training.trl_hooks import merge_groups
+    from grpo_ablate.training.trl_layer import merge_groups
 
     def round_out(width, prompt_width, value):
         rows = 4

@@ -11,8 +11,8 @@ import torch
 from accelerate import Accelerator
 
 from grpo_ablate.hook_tricks import kept_loss_scale, on_whole_batch
+from grpo_ablate.hook_tricks.global_adv_norm import apply_global_adv_norm
 from grpo_ablate.tasks.evaluation import generate
-from grpo_ablate.training.tricks.global_adv_norm import apply_global_adv_norm
 
 
 class EchoModel(torch.nn.Module):

@@ -127,7 +127,7 @@ SCHEMA: dict[str, Any] = {
         "use_vllm": BOOLEAN,
         "vllm_mode": one_of("colocate", "server"),
     }),
-    "hooks": {},  # from the hook tricks' registry (grpo_ablate/hook_tricks.py)
+    "hooks": {},  # from the hook tricks' registry (grpo_ablate/hook_tricks/)
     "model": {
         "name": ANY,
         "path": ANY,
@@ -201,7 +201,7 @@ SCHEMA: dict[str, Any] = {
     },
     # prior: the source review's verdict (its catalog; `verdict`, the old spelling, is still
     # read); claim and source: a paper's (the variants); modules: a hook trick's own modules
-    # (grpo_ablate/hook_tricks.py); formerly: a renamed trick's first name (its run ids keep
+    # (grpo_ablate/hook_tricks/); formerly: a renamed trick's first name (its run ids keep
     # it); called_as: set by a former name's choice (config/registry.py), for the notice;
     # against: the arm it is compared with (default: baseline), one it can act on;
     # composed_of: the tricks a combined trick (a sweep's recipe, a pair) applies together.

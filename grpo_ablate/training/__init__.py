@@ -1,8 +1,8 @@
 """The training layer: one run on TRL's real GRPOTrainer, from a RunSpec to a RunRecord.
 
 train.py        the run: trainer, callbacks, held-out evaluations, the record
-trl_hooks.py    the one module touching TRL internals: the tricks TRL lacks, wired in
-tricks/         the hook tricks, one module each: tensor code and declaration
+trl_layer/      the one place touching TRL internals: the hook tricks (grpo_ablate/hook_tricks)
+                wired in, resumable training, vLLM evaluation
 callbacks.py    history, held-out evals (raw and EMA), divergence guard
 start_eval.py   the start-of-run evaluation, computed once per seed and reused
 faults.py       fault injection for the tests, attached from outside the trainer

@@ -49,7 +49,7 @@ from grpo_ablate.training.outcome import (
 )
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
-from grpo_ablate.training.trl_hooks import AblationGRPOTrainer
+from grpo_ablate.training.trl_layer import AblationGRPOTrainer
 from grpo_ablate.training.wandb_logger import (
     WandbHistoryCallback,
     finish_run,

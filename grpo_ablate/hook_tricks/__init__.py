@@ -1,7 +1,7 @@
 """The tricks TRL lacks ("hook tricks"), each declared once: its key under `hooks:`, the rule
 for its value, its cross-key rule, how its activity is measured and the functions it acts
 with at the trainer's hook points. The config layer checks `hooks.*` against this registry,
-the trainer (training/trl_hooks.py, a dispatcher) calls the functions of the hooks a run
+the trainer (training/trl_layer/, a dispatcher) calls the functions of the hooks a run
 turns on at each point, and the record's activity names each trick's measure.
 
 The hook points, in the order a training step meets them:
@@ -23,7 +23,7 @@ its weight (the soft overlong punishment); and, around the held-out evaluation,
 A new hook trick is one trick YAML plus one module that calls `register(HookTrick(...))`
 (docs/guide.md, "Add a trick"); the YAML names the module in `trick.modules`, and every
 process that validates the run imports it. The built-in ones are declared the same way, each
-in its own module in training/tricks/, which the import list at the bottom loads by name.
+in its own module of this package, which the import list at the bottom loads by name.
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ def added_later(name: str) -> bool:
 # The built-in hook tricks, each declared in its own module: imported here, after the registry
 # exists (each module imports it to register itself), by name, so that importing the registry
 # stays cheap (each module loads torch when it computes).
-BUILT_IN = tuple(f"grpo_ablate.training.tricks.{name}" for name in (
+BUILT_IN = tuple(f"grpo_ablate.hook_tricks.{name}" for name in (
     "reward_clip", "length_penalty", "filter_low_reward", "global_adv_norm", "ema",
     "dynamic_sampling", "soft_overlong"))
 for _module in BUILT_IN:
