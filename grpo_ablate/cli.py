@@ -1,6 +1,6 @@
 """grpo-ablate's command line (the contract in docs/contracts.md).
 
-  grpo-ablate run [overrides]        one run          grpo-ablate tricks     the catalog
+  grpo-ablate run [overrides]        one run          grpo-ablate tricks     the catalog (--pairs)
   grpo-ablate sweep [overrides]      a multirun       grpo-ablate demo       the default end to end
   grpo-ablate report PATH [...]      the statistics stage on sweep folders or a CSV
   grpo-ablate lengths [overrides]    completion-length percentiles of the SFT policy
@@ -146,10 +146,18 @@ def cmd_report(args: list[str]) -> int:
 
 
 def cmd_tricks(args: list[str]) -> int:
-    line = cl.parse_hydra_line(args)
+    """The catalog; with --pairs, which tricks combine and which pairs are refused, why."""
+    pairs = "--pairs" in args
+    line = cl.parse_hydra_line([a for a in args if a != "--pairs"])
     if line.overrides or line.show or line.multirun:
-        raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, or --config-dir DIR")
-    print("\n".join(catalog_table(line.config_dirs)))
+        raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, --pairs, or "
+                        "--config-dir DIR")
+    if pairs:
+        from grpo_ablate.config.pairs import pair_lines  # composes: only when asked
+
+        print("\n".join(pair_lines(line.config_dirs)))
+    else:
+        print("\n".join(catalog_table(line.config_dirs)))
     return 0
 
 

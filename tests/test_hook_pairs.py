@@ -47,3 +47,90 @@ def test_dynamic_sampling_with_the_filter_drops_the_rows_of_the_merged_batch(tmp
                        expected & (out["completion_mask"].sum(1).cpu() > 0))
     assert int(out["completion_mask"][~expected].sum()) == 0
     assert trainer.activity["filter_low_reward_changed"] == int((~expected).sum())
+
+
+def test_the_pair_table_decides_every_pair_and_a_refused_pair_is_one_line(tmp_path, capsys):
+    """Every pair of hook-trick arms, and each with each TRL-native arm, combines or is
+    refused in one line naming both; the declared refusals are among them, and a run that
+    composes a refused pair another way (overrides, `sweep=pair`) meets the same rule: one
+    line, exit 2, nothing written."""
+    from grpo_ablate import cli
+    from grpo_ablate.config.pairs import COMBINES, arms_by_kind, pair_table
+
+    hooks, natives = arms_by_kind()
+    rows = pair_table()
+    assert [(a, b) for a, b, _ in rows] == \
+        [*((a, b) for i, a in enumerate(hooks) for b in hooks[i + 1:]),
+         *((a, b) for a in hooks for b in natives)]
+    verdicts = {(a, b): v for a, b, v in rows}
+    assert all("\n" not in v for v in verdicts.values())
+    refused = {pair: v for pair, v in verdicts.items() if v != COMBINES}
+    assert "cannot both be on" in refused[("adv_passk_4", "filter_low_reward_all")]
+    assert "token-level clipped-ratio" in refused[("clip_cov", "loss_sapo")]
+    assert "one family" in refused[("filter_low_reward_all", "filter_low_reward_early")]
+    assert verdicts[("dynamic_sampling_on", "filter_low_reward_all")] == COMBINES
+    assert verdicts[("kl_cov", "temperature_0.6")] == COMBINES  # 1.0e6 read as Hydra reads it
+    for args in (["run", "trick=clip_cov", "+hooks.kl_cov={ratio:0.1,coef:0.1}"],
+                 ["sweep", "sweep=pair", "pair=[adv_passk_4,filter_low_reward_all]"]):
+        capsys.readouterr()
+        assert cli.main([*args, f"out_root={tmp_path}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "cannot both be on" in err[0], err
+    assert not list(tmp_path.rglob("record.json"))
+
+
+# Where every hook trick has something to act on, on any CPU: planted rewards (uniform
+# groups for dynamic sampling, varied ones with positive advantages, rewards below the
+# filter's threshold and outside the clip), 2-token completions (the overlong tricks),
+# updates large enough that a reused batch is off-policy (KL-Cov), a KL guard out of reach.
+ACTS = ["trainer.learning_rate=2e-3", "trainer.max_completion_length=2", "trainer.max_steps=2",
+        "eval.every_steps=0", "eval.sampled_k=1", "guard.kl_abort=1e12", "run_cache=null"]
+
+
+def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
+    """Each allowed pair of hook-trick arms, as one combined trick file, trains 2 steps
+    beside each arm alone (one seed); a trick that acts alone acts in every pair, and the
+    pair's record says so for both. Clip-Cov is the exception: whether a token's covariance
+    term falls in its window is the policy's log-probs (tests/test_variants.py builds that);
+    EMA and global normalisation act by construction (their measure is the config value)."""
+    import json
+
+    from planted import planted, planted_groups
+
+    from grpo_ablate import cli
+    from grpo_ablate.config.combination import combine
+    from grpo_ablate.config.pairs import COMBINES, arms_by_kind, pair_table
+    from grpo_ablate.hook_tricks import HOOKS, measure_of
+
+    hooks, _ = arms_by_kind()
+    allowed = [(a, b) for a, b, v in pair_table(natives=False) if v == COMBINES]
+    folder = tmp_path / "conf" / "trick"
+    folder.mkdir(parents=True)
+    for a, b in allowed:
+        (folder / f"{a}__{b}.yaml").write_text(combine(f"{a}__{b}", [a, b]).trick_yaml())
+    arms = [*hooks, *(f"{a}__{b}" for a, b in allowed)]
+    assert cli.main(["sweep", "--config-dir", str(tmp_path / "conf"), f"trick={','.join(arms)}",
+                     "seed=0", f"out_root={tmp_path}", "sweep_name=pairs", *ACTS,
+                     planted(planted_groups(16))]) == 0
+    records = {r["arm"]: r for r in (json.loads(p.read_text())
+                                     for p in (tmp_path / "pairs").glob("runs/*/record.json"))}
+    assert sorted(records) == sorted(arms)
+    assert [a for a, r in records.items() if r["status"] != "completed"] == []
+
+    def measures(arm: str) -> list[str]:
+        keys = [k.removeprefix("hooks.") for k in records[arm]["config"]["trick"]["keys"]]
+        return [measure_of(HOOKS[k])[0] for k in keys if k in HOOKS and k != "clip_cov"
+                and measure_of(HOOKS[k])[0] is not None]
+
+    acting = {arm: [m for m in measures(arm) if records[arm]["activity"]["details"].get(m)]
+              for arm in hooks}
+    # Alone, every arm with a measure acts here but the length penalty: at 2 tokens every
+    # completion has one length, and its measure (groups whose advantages it moved) is 0.
+    assert {arm for arm, m in acting.items() if m} == set(hooks) - {
+        "clip_cov", "ema_0.9", "adv_norm_global", "length_penalty_task"}
+    silent = {}
+    for a, b in allowed:
+        details = records[f"{a}__{b}"]["activity"]["details"]
+        silent.update({(a, b, m): details.get(m) for m in acting[a] + acting[b]
+                       if not details.get(m)})
+    assert silent == {}

@@ -30,11 +30,17 @@ NEW = {"adv_positive": "adv_positive_0.1", "adv_passk": "adv_passk_4", "clip_cov
        "kl_cov": "kl_cov"}
 
 
+def declaring_exclusion(hook: str) -> set[str]:
+    """The modules of the hooks that declare they cannot run beside `hook` (`excludes`)."""
+    return {f"hook_tricks/{h.name}.py" for h in HOOKS.values() if hook in dict(h.excludes)}
+
+
 @pytest.mark.parametrize("hook", sorted(NEW))
 def test_a_variant_is_its_yaml_and_its_module_and_nothing_else_names_it(hook):
     naming = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*")
                     if p.is_file() and p.suffix in (".py", ".yaml") and hook in p.read_text())
-    assert naming == sorted({f"conf/trick/{NEW[hook]}.yaml", f"hook_tricks/{hook}.py"})
+    assert naming == sorted({f"conf/trick/{NEW[hook]}.yaml", f"hook_tricks/{hook}.py",
+                             *declaring_exclusion(hook)})
     assert HOOKS[hook].point() in ("advantages", "token_advantages")
 
 
@@ -211,6 +217,7 @@ def test_a_built_in_hook_is_named_by_its_module_its_yamls_and_the_import_list_al
                     if word.search(p.read_text()))
     # task.shaping.length_penalty is a task's key (its value for the trick, in reward units).
     task_keys = ["config/schema.py"] if hook == "length_penalty" else []
-    assert naming == sorted([f"hook_tricks/{hook}.py", "hook_tricks/__init__.py", *task_keys])
+    assert naming == sorted([f"hook_tricks/{hook}.py", "hook_tricks/__init__.py", *task_keys,
+                             *declaring_exclusion(hook)])
     assert f"grpo_ablate.hook_tricks.{hook}" in __import__(
         "grpo_ablate.hook_tricks", fromlist=["BUILT_IN"]).BUILT_IN

@@ -12,6 +12,7 @@ identity.py  ROLES (each key's part in a run's identity), run_id, computation_ke
 compose.py   Hydra composition, override parsing, a sweep's jobs, validation
 catalog.py   the trick catalog, read from the trick files
 combination.py  tricks applied together as one trick file (a recipe, a pair)
+pairs.py     which tricks combine and which pairs are refused, derived (`tricks --pairs`)
 review.py    the source review's recipe as data, and where a config departs from it
 """
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
 
 from grpo_ablate.config.catalog import former_names, trick_paths
 from grpo_ablate.errors import UserError
@@ -86,7 +87,8 @@ def trick_settings(name: str, config_dirs: list[str] | None = None) -> tuple[dic
     if path is None:
         raise UserError(f"combine: trick={name}: no such trick file; allowed: a trick of "
                         "`grpo-ablate tricks`")
-    data = yaml.safe_load(path.read_text()) or {}
+    # As Hydra reads it (YAML 1.1 alone reads `1.0e6` as a string), interpolations kept.
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
     meta = data.pop("trick", None) or {}
     data.pop("defaults", None)
     return meta, _flatten(data)

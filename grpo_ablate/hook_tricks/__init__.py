@@ -126,6 +126,10 @@ class HookTrick:
     default `measure` is that share, under the hook's name. `measure` names another activity
     detail and what it counts, and `details(counts)` computes it from the run's counters.
     `order`: where it runs at its point among the hooks that are on (lower first, then name).
+    `replaces`: what of GRPO's computation it replaces (two hooks that replace the same thing
+    cannot both be on); `excludes`: (another hook, why) for a hook it cannot run beside. A
+    run that turns on such a pair is refused in one line (`check_hooks`), whatever composed
+    it: a recipe, `sweep=pair`, a confirmation.
 
     A hook whose value is in reward units can be set as quantiles of the SFT policy's rewards
     (task.shaping.scale=sft_quantiles): `in_reward_units(value, q)` is its value in reward
@@ -149,6 +153,8 @@ class HookTrick:
     details: Callable[[Counter], dict] | None = None
     check: Callable[[Any, dict], str | None] | None = None
     order: int = 100
+    replaces: str | None = None
+    excludes: tuple[tuple[str, str], ...] = ()
     in_reward_units: Callable[[Any, Callable[[float], float]], Any] | None = None
     reward_values: Callable[[Any], dict] | None = None
     added_later: bool = False
@@ -260,14 +266,33 @@ def counted_share(counts: dict, name: str) -> float | None:
 
 
 def check_hooks(data: dict) -> str | None:
-    """The first cross-key rule a run's hooks break, as its one-line message; None if none."""
-    for name, value in (data.get("hooks") or {}).items():
-        hook = HOOKS.get(name)
-        if hook is not None and hook.check is not None and hook.active(value):
-            problem = hook.check(value, data)
+    """The first cross-key rule a run's hooks break, as its one-line message; None if none:
+    each hook's own rule, then each pair of hooks that are on."""
+    on = [HOOKS[name] for name, value in (data.get("hooks") or {}).items()
+          if name in HOOKS and HOOKS[name].active(value)]
+    for hook in on:
+        if hook.check is not None:
+            problem = hook.check((data.get("hooks") or {})[hook.name], data)
+            if problem:
+                return problem
+    for i, first in enumerate(on):
+        for second in on[i + 1:]:
+            problem = pair_problem(first, second)
             if problem:
                 return problem
     return None
+
+
+def pair_problem(first: HookTrick, second: HookTrick) -> str | None:
+    """Why two hook tricks cannot both be on (one line), or None: they combine, each at its
+    point in the declared order."""
+    why = dict(first.excludes).get(second.name) or dict(second.excludes).get(first.name)
+    if why is None and first.replaces is not None and first.replaces == second.replaces:
+        why = f"both replace {first.replaces}"
+    if why is None:
+        return None
+    return (f"hooks.{first.name} and hooks.{second.name} cannot both be on: {why}; allowed: "
+            "one of them")
 
 
 def shaping_quantiles(cfg: dict, key: str, level: float) -> str | None:

@@ -56,6 +56,10 @@ def _check(value: dict, cfg: dict) -> str | None:
 
 register(HookTrick(
     "adv_passk", "the analytic Pass@k advantage in place of the group z-score",
+    excludes=(("filter_low_reward", "Pass@k's advantage counts every sample of a group, and the "
+               "filter takes samples out of it"),
+              ("adv_positive", "each is its own paper's advantage, and W-REINFORCE's weight on "
+               "Pass@k's positive advantages is neither paper's estimator")),
     fields={"k": (lambda x: is_int(x) and x >= 1, "an integer >= 1"),
             "correct_at": (is_number, "a number (a completion whose reward reaches it is right)")},
     advantages=_at_advantages, check=_check))
