@@ -48,7 +48,8 @@ def test_wheel_holds_configs_sweeps_and_py_typed(installed):
             "grpo_ablate/conf/hydra/hydra_logging/quiet.yaml",
             "grpo_ablate/conf/launcher/joblib.yaml", "grpo_ablate/conf/hydra/sweeper/ladder.yaml",
             "hydra_plugins/grpo_ablate_ladder/__init__.py",
-            "hydra_plugins/grpo_ablate_slurm/__init__.py"} <= names
+            "hydra_plugins/grpo_ablate_slurm/__init__.py",
+            "hydra_plugins/grpo_ablate_configs/__init__.py"} <= names
     assert {n for n in names if n.startswith("grpo_ablate/conf/trick/")} == \
         {f"grpo_ablate/conf/trick/{p.name}" for p in TRICK_FILES}
     assert {f"grpo_ablate/tasks/fixtures/{t}_{s}.jsonl" for t in ("math", "code", "chat")
@@ -67,6 +68,10 @@ def test_installed_cli_works_from_an_unrelated_folder(installed, tmp_path, tiny_
     assert len(tricks.stdout.splitlines()) == len(load_catalog()) + 1
     job = cli(venv, "run", "--cfg", "job", "trick=kl_off", cwd=tmp_path)
     assert job.returncode == 0 and "beta: 0.0" in job.stdout, job.stderr
+    # The packaged config source: a sweep file and a former trick name, from the wheel.
+    old = cli(venv, "run", "--cfg", "job", "trick=no_kl", "sweep=smoke", cwd=tmp_path)
+    assert old.returncode == 0 and "sweep_name: smoke" in old.stdout, old.stderr
+    assert "id: kl_off" in old.stdout and "trick=no_kl is now trick=kl_off" in old.stderr
     for task in ("math", "code", "chat"):  # the shipped fixtures are found and validated
         shown = cli(venv, "run", "--cfg", "job", f"task={task}", cwd=tmp_path)
         assert shown.returncode == 0 and f"name: {task}" in shown.stdout, shown.stderr
