@@ -152,13 +152,19 @@ class HookDispatch(LossPoint):
             return merge_groups(outs, kept, self.num_generations,
                                 self.processing_class.pad_token_id)
 
+        given = out
         out, _ = hook.generation(Generation(
             out=out, rewards=scored.rewards.detach().cpu(),
             prompts=rows_asked // self.num_generations, group_size=self.num_generations,
             step=self.state.global_step, seed=self.args.seed,
             dataset_size=len(self.train_dataset), sample=sample, merge=merge,
             counts=self.activity), value)
-        return out, merged[-1] if merged else scored
+        if merged:
+            return out, merged[-1]
+        if out is not given:  # rows without their values: no later hook could read them right
+            raise RuntimeError(f"hooks.{hook.name}: a generation hook's batch is the one it was "
+                               "given or one that Generation.merge made")
+        return out, scored
 
     def _advantage_hooks(self, out: dict, scored: ScoredRows, mode: str) -> None:
         """The hooks at the advantages point, on the whole step's batch (every process's
