@@ -86,11 +86,18 @@ def long_csv(path, shift: float = 0.02):
     pd.DataFrame(rows, columns=["arm", "seed", "prompt", "eval/accuracy"]).to_csv(path, index=False)
 
 
+# These long CSVs are of matched seeds whose held-out prompts are a sample of the task's:
+# said as their user says it (a CSV's own defaults, independent runs on a fixed set of
+# prompts, are tests/test_csv_design.py's).
+MATCHED_SAMPLE = ("--runs", "matched", "--scope", "task")
+
+
 def report_of(tmp_path, capsys, *flags):
     csv = tmp_path / "long.csv"
     long_csv(csv)
     out = tmp_path / ("out" + "".join(flags).replace("-", ""))
-    assert main(["report", str(csv), "--no-figures", "--out", str(out), *flags]) == 0
+    assert main(["report", str(csv), "--no-figures", "--out", str(out), *MATCHED_SAMPLE,
+                 *flags]) == 0
     capsys.readouterr()
     return json.loads((out / "report.json").read_text()), (out / "report.md").read_text()
 
@@ -109,7 +116,7 @@ def test_the_scope_line_says_why_seeds_are_the_only_chance(tmp_path, capsys):
     for name in ("same", "wide"):
         out = tmp_path / f"out-{name}"
         assert main(["report", str(tmp_path / f"{name}.csv"), "--no-figures", "--out",
-                     str(out)]) == 0
+                     str(out), *MATCHED_SAMPLE]) == 0
         scopes[name] = json.loads((out / "report.json").read_text())["strata"][0]["scope"]
         md = (out / "report.md").read_text()
         assert ("carry per-prompt outcomes, but no arm's difference" in md) == (name == "same")
@@ -118,7 +125,7 @@ def test_the_scope_line_says_why_seeds_are_the_only_chance(tmp_path, capsys):
                       "wide": "prompts (no per-prompt outcomes)"}
 
 
-def test_a_long_csv_is_judged_for_the_task_by_default_and_on_its_prompts_when_asked(
+def test_a_long_csv_of_a_sample_is_judged_for_the_task_and_on_its_prompts_when_asked(
         tmp_path, capsys):
     rep, md = report_of(tmp_path, capsys)
     (arm,) = rep["strata"][0]["arms"]
@@ -304,7 +311,8 @@ def long_rows(seeds: int = 4, prompts: int = 12) -> list[dict]:
 def report_rows(tmp_path, capsys, rows):
     csv = tmp_path / "long.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
-    code = main(["report", str(csv), "--no-figures", "--out", str(tmp_path / "out")])
+    code = main(["report", str(csv), "--no-figures", "--out", str(tmp_path / "out"),
+                 *MATCHED_SAMPLE])
     err = capsys.readouterr().err
     if code != 0:
         return code, err, None, None
@@ -363,7 +371,8 @@ def test_an_arm_that_is_the_baseline_plus_a_constant_is_not_tested_in_either_sco
         csv = tmp_path / "shift.csv"
         pd.DataFrame(rows).to_csv(csv, index=False)
         out = tmp_path / scope
-        assert main(["report", str(csv), "--no-figures", "--out", str(out), "--scope", scope]) == 0
+        assert main(["report", str(csv), "--no-figures", "--out", str(out), *MATCHED_SAMPLE,
+                     "--scope", scope]) == 0
         capsys.readouterr()
         (arm,) = json.loads((out / "report.json").read_text())["strata"][0]["arms"]
         verdicts.append((arm["verdict"], arm["test"], arm["p_value"]))
@@ -379,6 +388,7 @@ def test_with_too_few_shared_seeds_the_note_names_the_crossed_test_it_ran(tmp_pa
     (arm,) = rep["strata"][0]["arms"]
     assert arm["test"] == "crossed_t" and arm["variance"]["seeds"] == 2
     assert not any("Welch's t-test on all runs" in n for n in arm["notes"]), arm["notes"]
+    assert not any("partially overlapping" in n for n in arm["notes"]), arm["notes"]
     assert any("the crossed test pairs the 2 seeds both arms have" in n for n in arm["notes"])
 
 

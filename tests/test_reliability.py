@@ -303,9 +303,11 @@ def test_corrupt_record_is_reported_by_path_and_excluded(tmp_path, capsys):
     rep = json.loads((tmp_path / "report.json").read_text())
     assert len(rep["warnings"]) == 2
     arm = rep["strata"][0]["arms"][0]
-    # Seeds 2 and 3 excluded, and said so; the 2 left keep their baseline partners.
-    assert arm["n"] == 2 and arm["test"] == "paired_t"
-    assert "left out: arm seeds [], baseline seeds [2, 3]" in arm["notes"][0]
+    # Seeds 2 and 3 excluded, and said so; the 2 left keep their baseline partners, and the
+    # baseline's other runs count too (the partially overlapping samples t-test).
+    assert arm["n"] == 2 and arm["test"] == "overlap_t"
+    assert "2 matched seeds and 0 arm / 2 baseline runs without a partner (arm seeds [], " \
+        "baseline seeds [2, 3])" in arm["notes"][0]
 
 
 # ---------------------------------------------------------------------------- determinism

@@ -28,6 +28,7 @@ QUICK = {
     "bench_stats.py": ["--quick"],
     "check_adaptive.py": ["--quick"],
     "check_calibration.py": ["--quick"],
+    "check_independent.py": ["--quick"],
     "check_plan.py": ["--quick"],
     "eval_share.py": [SMOKE],
     "draw_wandb_report.py": [f"{SMOKE}/wandb_report.json", "{tmp}/report.png"],

@@ -107,12 +107,12 @@ def test_analyse_finds_planted_effects_and_equivalence():
     assert rep["strata"][0]["recipe"]["keep"] == ["good"]
 
 
-def test_few_shared_seeds_fall_back_to_welch_with_a_note():
+def test_one_shared_seed_falls_back_to_welch_with_a_note():
     df = table({"baseline": 0, "x": 0.01}, seeds=4)
-    df.loc[df["arm"] == "x", "seed"] += 2  # arm seeds 2-5, baseline 0-3: 2 shared
+    df.loc[df["arm"] == "x", "seed"] += 3  # arm seeds 3-6, baseline 0-3: 1 shared
     rep = analyse(df, Settings())
     arm = rep["strata"][0]["arms"][0]
-    assert arm["test"] == "welch_t" and "baseline only: [0, 1]" in arm["notes"][0]
+    assert arm["test"] == "welch_t" and "baseline only: [0, 1, 2]" in arm["notes"][0]
     a = df[df["arm"] == "x"]["eval/accuracy"].to_numpy()
     b = df[df["arm"] == "baseline"]["eval/accuracy"].to_numpy()
     assert math.isclose(arm["p_value"], stats.ttest_ind(a, b, equal_var=False).pvalue)

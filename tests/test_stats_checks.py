@@ -25,9 +25,16 @@ def write_csv(tmp_path, rows, columns=None, name="r.csv"):
     return path
 
 
+# These CSVs are of matched runs whose arms are tricks: said as a user of such a CSV says it
+# (a CSV's own default is independent runs of methods: tests/test_csv_design.py).
+MATCHED_TRICKS = ("--runs", "matched", "--arms", "tricks")
+
+
 def report(tmp_path, csv, *flags):
     out = tmp_path / "out"
-    code = cli.main(["report", str(csv), "--out", str(out), *flags])
+    said = [f for f in MATCHED_TRICKS[::2] if f not in flags]
+    given = [x for f in said for x in MATCHED_TRICKS[MATCHED_TRICKS.index(f):][:2]]
+    code = cli.main(["report", str(csv), "--out", str(out), *given, *flags])
     rep = json.loads((out / "report.json").read_text()) if code == 0 else None
     return code, rep, out
 
@@ -220,21 +227,41 @@ def test_stability_does_not_call_a_lower_kl_harms():
 
 
 # partial pairing ---------------------------------------------------------------------
-def test_arm_seeds_all_partnered_are_paired_on_those_seeds(tmp_path):
+def t_new2(a: dict, b: dict) -> tuple[float, float]:
+    """(difference, p) of Derrick, Toher and White's (2017) partially overlapping samples
+    t-test, T_new2, written from the paper: a and b map seed -> value, shared seeds paired."""
+    xa, xb = np.array(list(a.values())), np.array(list(b.values()))
+    common = sorted(set(a) & set(b))
+    n1, n2, nc = len(xa), len(xb), len(common)
+    s1, s2 = xa.std(ddof=1), xb.std(ddof=1)
+    r = np.corrcoef([a[k] for k in common], [b[k] for k in common])[0, 1]
+    se = math.sqrt(s1 ** 2 / n1 + s2 ** 2 / n2 - 2 * r * s1 * s2 * nc / (n1 * n2))
+    gamma = (s1 ** 2 / n1 + s2 ** 2 / n2) ** 2 / (
+        (s1 ** 2 / n1) ** 2 / (n1 - 1) + (s2 ** 2 / n2) ** 2 / (n2 - 1))
+    na, nb = n1 - nc, n2 - nc
+    v = (nc - 1) + (gamma - nc + 1) / (na + nb + 2 * nc) * (na + nb)
+    diff = xa.mean() - xb.mean()
+    return diff, 2 * stats.t.sf(abs(diff / se), v)
+
+
+def test_arm_seeds_all_partnered_use_every_baseline_run_too(tmp_path):
     rng = np.random.default_rng(7)
     seed_effect = rng.normal(0, 0.04, 8)
-    rows = [("baseline", s, 0.6 + seed_effect[s]) for s in range(8)]
+    base = {s: 0.6 + seed_effect[s] for s in range(8)}
     arm = {s: 0.62 + seed_effect[s] + rng.normal(0, 0.005) for s in range(5)}
-    rows += [("x", s, v) for s, v in arm.items()]
+    rows = [("baseline", s, v) for s, v in base.items()] + [("x", s, v) for s, v in arm.items()]
     _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
                        "--no-figures")
     x = arms_of(rep)["x"]
-    ref = stats.ttest_rel([arm[s] for s in range(5)], [0.6 + seed_effect[s] for s in range(5)])
-    assert x["test"] == "paired_t" and math.isclose(x["p_value"], ref.pvalue)
-    assert "baseline seeds [5, 6, 7]" in x["notes"][0]
+    diff, p = t_new2(arm, base)
+    assert x["test"] == "overlap_t" and math.isclose(x["p_value"], p, rel_tol=1e-9)
+    # The diff is the shown means' difference: every run of both arms.
+    assert math.isclose(x["diff"], x["mean"] - rep["strata"][0]["baseline"]["mean"])
+    assert math.isclose(x["diff"], diff) and rep["strata"][0]["baseline"]["n"] == 8
+    assert "baseline seeds [5, 6, 7]" in x["notes"][0] and "all 5 + 8 runs" in x["notes"][0]
 
 
-def test_three_of_five_shared_seeds_are_paired_on_the_overlap(tmp_path):
+def test_three_of_five_shared_seeds_use_every_run(tmp_path):
     rng = np.random.default_rng(3)
     seed_effect = rng.normal(0, 0.04, 7)
     base = {s: 0.6 + seed_effect[s] for s in range(5)}
@@ -243,9 +270,25 @@ def test_three_of_five_shared_seeds_are_paired_on_the_overlap(tmp_path):
     _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
                        "--no-figures")
     x = arms_of(rep)["x"]
-    ref = stats.ttest_rel([arm[s] for s in (2, 3, 4)], [base[s] for s in (2, 3, 4)])
-    assert x["test"] == "paired_t" and math.isclose(x["p_value"], ref.pvalue)
-    assert "left out: arm seeds [5, 6], baseline seeds [0, 1]" in x["notes"][0]
+    diff, p = t_new2(arm, base)
+    assert x["test"] == "overlap_t" and math.isclose(x["p_value"], p, rel_tol=1e-9)
+    assert math.isclose(x["diff"], diff)
+    assert "arm seeds [5, 6], baseline seeds [0, 1]" in x["notes"][0]
+
+
+@pytest.mark.parametrize("shared", [0, 6])
+def test_the_overlapping_test_is_welch_without_pairs_and_paired_with_all(shared):
+    from grpo_ablate.stats.significance import overlap_compare
+
+    rng = np.random.default_rng(shared)
+    a, b = rng.normal(0.62, 0.03, 6), rng.normal(0.6, 0.04, 6)
+    if shared:
+        b = a - 0.02 + rng.normal(0, 0.01, 6)
+    c = overlap_compare(a, b, np.column_stack([a, b])[:shared], 0.01)
+    ref = stats.ttest_rel(a, b) if shared else stats.ttest_ind(a, b, equal_var=False)
+    assert math.isclose(c.p_value, ref.pvalue, rel_tol=1e-9)
+    low, high = ref.confidence_interval()
+    assert math.isclose(c.ci_low, low, rel_tol=1e-9) and math.isclose(c.ci_high, high, rel_tol=1e-9)
 
 
 def test_equivalence_p_values_are_holm_adjusted_like_significance():
@@ -367,9 +410,11 @@ def test_mde_curve_uses_the_arm_of_median_test_sd_not_of_median_mde(tmp_path):
     _, rep, _ = report(tmp_path, write_csv(tmp_path, rows, ["arm", "seed", "eval/accuracy"]),
                        "--no-figures")
     arms = arms_of(rep)
-    for arm, d in diffs.items():
-        assert arms[arm]["test"] == "paired_t"
-        assert arms[arm]["diff_sd"] == pytest.approx(float(np.std(d, ddof=1)), rel=1e-9)
+    # The arm at 10 seeds is paired; those at 3 are partly matched (the baseline has 10):
+    # the overlapping test on every run, whose sd is in Welch's form.
+    assert arms["wide_at_10"]["diff_sd"] == pytest.approx(
+        float(np.std(diffs["wide_at_10"], ddof=1)), rel=1e-9)
+    assert [arms[a]["test"] for a in noise] == ["paired_t", "overlap_t", "overlap_t"]
     by_mde = sorted(arms.values(), key=lambda e: e["mde"])[1]["arm"]
     assert by_mde != "mid_at_3"  # the check can tell the two choices apart
     assert median_sd_arm(list(arms.values()))["arm"] == "mid_at_3"

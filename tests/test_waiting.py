@@ -151,7 +151,8 @@ def test_table_json_and_recipe_agree_and_inert_arms_name_the_trick(tmp_path, cap
     rows["activity_measure"] = "samples clipped"
     csv = tmp_path / "r.csv"
     rows.to_csv(csv, index=False)
-    assert cli.main(["report", str(csv), "--out", str(tmp_path / "o"), "--no-figures"]) == 0
+    assert cli.main(["report", str(csv), "--out", str(tmp_path / "o"), "--no-figures",
+                     "--runs", "matched", "--arms", "tricks"]) == 0
     capsys.readouterr()
     rep = json.loads((tmp_path / "o" / "report.json").read_text())
     md = (tmp_path / "o" / "report.md").read_text()

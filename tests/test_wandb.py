@@ -52,7 +52,8 @@ def test_report_writes_one_summary_run_with_the_verdicts(tmp_path):
     from grpo_ablate import cli
 
     csv = Path(__file__).parent / "fixtures" / "results.csv"
-    args = ["report", str(csv), "--out", str(tmp_path), "--wandb", "offline"]
+    # Matched runs (said so): the per-seed figure is drawn, and logged.
+    args = ["report", str(csv), "--out", str(tmp_path), "--wandb", "offline", "--runs", "matched"]
     assert cli.main(args) == 0 and cli.main(args) == 0  # a re-run updates the same run
     files = sorted((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     runs = [read_run(p) for p in files]

@@ -12,8 +12,9 @@ from pathlib import Path
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import atomic_write_text, jsonable
 from grpo_ablate.report.markdown import render_markdown
-from grpo_ablate.report.settings import ReportSettings
+from grpo_ablate.report.settings import ReportSettings, parse_min_effect
 from grpo_ablate.results.plan_file import read_plan
+from grpo_ablate.results.provenance import provenance, with_pool
 from grpo_ablate.results.table import load_results, machines_note
 from grpo_ablate.stats.decide import Settings, analyse
 from grpo_ablate.stats.errors import ResultsError, SettingError
@@ -45,11 +46,25 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     p.add_argument("--alpha", type=float, default=d.alpha)
     p.add_argument("--correction", choices=["holm", "bh"], default=d.correction)
     p.add_argument("--scope", choices=["task", "prompts"], default=d.scope,
-                   help="task (default): verdicts that generalise to the task's problems, "
-                        "seeds and held-out prompts both as chance; prompts: on these "
-                        "held-out prompts, seeds alone")
-    p.add_argument("--min-effect", type=float, default=d.min_effect,
-                   help="smallest effect worth knowing, in metric units (default 0.01)")
+                   help="task: verdicts that generalise to the task's problems, seeds and "
+                        "held-out prompts both as chance; prompts: on these prompts, runs "
+                        "alone (default: task for sweep folders; for a CSV, prompts unless "
+                        "it declares a prompt pool)")
+    p.add_argument("--runs", choices=["matched", "independent"], default=d.runs,
+                   help="matched: run s of every arm shares its data (paired tests); "
+                        "independent: runs share nothing but a number (Welch) (default: "
+                        "matched for sweep folders; for a CSV, its `design` column, else "
+                        "independent)")
+    p.add_argument("--arms", choices=["tricks", "methods"], default=d.arms,
+                   help="methods: a comparison without a recommended recipe (default: tricks "
+                        "when every arm is named after a trick file)")
+    p.add_argument("--prompts-pool", type=int, default=d.prompts_pool, metavar="N",
+                   help="the prompts that exist for the task (caps the prompts route; on a "
+                        "CSV it also makes the prompts a sample of that pool)")
+    p.add_argument("--min-effect", default=str(d.min_effect),
+                   help="smallest effect worth knowing: in metric units (0.01, the default), "
+                        "a percentage of the baseline's mean (5%%), or a multiple of its sd "
+                        "over runs (0.2sd)")
     p.add_argument("--inert-below", type=float, default=d.inert_below,
                    help="an arm whose trick acted on less than this fraction is 'inert'")
     p.add_argument("--out", default=d.out,
@@ -69,10 +84,12 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
                    help="save the W&B report and workspace written offline under PATH "
                         "(wandb_report.json) to the server, and print their URLs")
     ns = p.parse_args(args)
+    min_effect, min_effect_of = parse_min_effect(ns.min_effect)
     settings = ReportSettings(
         metric=ns.metric, direction=ns.direction, baseline=ns.baseline, alpha=ns.alpha,
-        correction=ns.correction, min_effect=ns.min_effect, inert_below=ns.inert_below,
-        scope=ns.scope,
+        correction=ns.correction, min_effect=min_effect, min_effect_of=min_effect_of,
+        inert_below=ns.inert_below, scope=ns.scope, runs=ns.runs, arms=ns.arms,
+        prompts_pool=ns.prompts_pool,
         out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
         wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity,
         components_from=tuple(ns.components_from))
@@ -81,8 +98,13 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     return ns.path, settings, ns.wandb_publish
 
 
-def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], object]:
+def build_report(paths: list, asked: ReportSettings) -> tuple[dict, list[str], object]:
     df, warnings, prompts = load_results(paths, with_prompts=True)
+    from_records = all(Path(p).is_dir() for p in paths)
+    df = with_pool(df, asked.prompts_pool)
+    made = provenance(df, from_records, asked.baseline, asked.runs, asked.scope,
+                      asked.prompts_pool, asked.arms, trick_names())
+    settings = asked.stats(made.runs, made.scope, made.arms)
     note = machines_note(df)
     if note:
         warnings.append(note)
@@ -90,11 +112,21 @@ def build_report(paths: list, settings: Settings) -> tuple[dict, list[str], obje
     if note:
         warnings.append(note)
     try:
-        return analyse(df, settings, secondary=SECONDARY, prompts=prompts), warnings, df
+        report = analyse(df, settings, secondary=SECONDARY, prompts=prompts)
+        report["design"] = made.as_dict()
+        warnings += [st["margin_note"] for st in report["strata"] if st.get("margin_note")][:1]
+        return report, warnings, df
     except SettingError as exc:  # the statistics name the setting; the user typed a flag
         raise UserError(f"--{exc.setting.replace('_', '-')} {exc.value}: {exc.problem}") from None
     except ResultsError as exc:
         raise UserError(str(exc)) from None
+
+
+def trick_names() -> set[str]:
+    """The names a CSV's arms may have to count as tricks: every trick file, and former names."""
+    from grpo_ablate.config.catalog import former_names, trick_paths
+
+    return set(trick_paths()) | set(former_names())
 
 
 def with_adaptive_plan(paths: list, settings: Settings) -> tuple[Settings, str | None]:
@@ -121,7 +153,9 @@ def additivity_of(df, report: dict, settings: ReportSettings) -> list[dict]:
     components = None
     if settings.components_from:
         components, _ = load_results([Path(p) for p in settings.components_from])
-    return combinations_in(df, report["metric"], settings.baseline, report["min_effect"],
+    strata = report["strata"]  # a relative margin, resolved on the (first) stratum's baseline
+    margin = strata[0]["min_effect"] if strata else report["min_effect"]
+    return combinations_in(df, report["metric"], settings.baseline, margin,
                            report["alpha"], components)
 
 
@@ -184,7 +218,7 @@ def main(args: list[str]) -> int:
 def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     """report.md, report.json and the figures (and the W&B summary when asked) for these
     sweep folders or this CSV; returns the folder they are in."""
-    report, warnings, df = build_report(paths, settings.stats())
+    report, warnings, df = build_report(paths, settings)
     src = paths[0]
     out = Path(settings.out) if settings.out else \
         (src if src.is_dir() else src.parent / f"{src.stem}-report")

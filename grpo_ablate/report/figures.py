@@ -68,7 +68,8 @@ def write_figures(report: dict, df: pd.DataFrame, out: Path) -> list[str]:
         wide = sub[sub["status"] != "failed"].pivot(index="seed", columns="arm",
                                                      values=report["metric"])
         names.append(_forest(report, st, wide, out / f"forest{tag}.png"))
-        names.append(_strip(report, st, wide, out / f"seeds{tag}.png"))
+        if report.get("runs", "matched") == "matched":  # lines would join unrelated runs
+            names.append(_strip(report, st, wide, out / f"seeds{tag}.png"))
         names.append(_mde_curve(report, st, out / f"mde{tag}.png"))
         if "sweep_dir" in sub.columns and sub["sweep_dir"].notna().any():
             names.append(_curves(report, sub, out / f"curves{tag}.png"))
@@ -134,6 +135,19 @@ def median_sd_arm(arms: list[dict]) -> dict:
     return sorted(arms, key=lambda e: e["diff_sd"])[len(arms) // 2]
 
 
+def mde_at(e: dict, sd: float, n: int, alpha: float) -> float:
+    """The arm's MDE at n seeds. Under the task scope more seeds shrink only the seed part
+    of the variance: the prompt part, var_prompt / P, is a floor (normal approximation at
+    80% power), as the waiting column sizes it."""
+    v = e.get("variance")
+    if not v or v.get("scope") != "task" or not v.get("prompt"):
+        return mde(e["test"], sd, n, alpha)
+    from scipy.stats import norm
+
+    var = (v["seed"] + v["residual"] / v["prompts"]) / n + v["prompt"] / v["prompts"]
+    return float((norm.ppf(1 - alpha / 2) + norm.ppf(0.8)) * np.sqrt(var))
+
+
 def _mde_curve(report, st, path: Path) -> str:
     fig, ax = plt.subplots(figsize=(6, 4))
     k = max(1, st["comparisons"])
@@ -143,12 +157,14 @@ def _mde_curve(report, st, path: Path) -> str:
         return ""
     e = median_sd_arm(sds)
     sd = e["diff_sd"]
-    # Far enough right to reach the seeds the verdict table asks for.
-    needed = max([x["seeds_needed"] or 0 for x in st["arms"]] + [30])
+    # Far enough right to reach the seeds the verdict table asks for, and the runs there are.
+    needed = max([x["seeds_needed"] or 0 for x in st["arms"]]
+                 + [x["n"] for x in st["arms"]] + [30])
     ns = np.unique(np.geomspace(2, min(needed * 1.2, 10_000), 24).astype(int))
-    ax.plot(ns, [mde(e["test"], sd, int(n), report["alpha"] / k) for n in ns],
+    ax.plot(ns, [mde_at(e, sd, int(n), report["alpha"] / k) for n in ns],
             label=f"arm of median sd ({e['arm']}), sd={sd:.3g}")
-    ax.axhline(report["min_effect"], ls="--", color="0.4", label="min-effect")
+    ax.axhline(st.get("min_effect") or report["min_effect"], ls="--", color="0.4",
+               label="min-effect")
     ax.set_xscale("log")
     ax.set_yscale("log")  # n=2 needs effects orders of magnitude larger than n=20
     ax.grid(True, which="major", alpha=0.3)

@@ -4,6 +4,8 @@ diagnostics and failures."""
 
 from __future__ import annotations
 
+from grpo_ablate.report.design_text import arms_line, margin_text, runs_line, scope_line
+
 VERDICT_MARK = {"improves": "improves", "harms": "**harms**", "negligible": "negligible",
                 "no_effect": "no effect", "inert": "inert (not tested)",
                 "inconclusive": "inconclusive"}
@@ -41,17 +43,17 @@ def render_markdown(report: dict, figures: list[str]) -> str:
             f"## Design: model `{st['model']}`, task `{st['task']}`", "",
             f"- Metric: `{m}` ({direction} is better). Baseline arm `{report['baseline']}`: "
             f"n={base['n']}, mean {_f(base['mean'])} ± {_f(base['std'])} (std over seeds).",
-            f"- Arms compared: {len(st['arms'])}; test: {', '.join(tests) or '-'} (paired on "
-            "the seeds arm and baseline share, Welch when too few are shared; chosen from the "
-            "design, not the results).",
-            scope_line(st),
+            f"- Arms compared: {len(st['arms'])}; test: {', '.join(tests) or '-'}.",
+            runs_line(report.get("design") or {}),
+            scope_line(st, report.get("design") or {}),
+            *arms_line(report.get("design") or {}),
             f"- alpha {a}, {report['correction'].upper()} correction over {st['comparisons']} "
-            f"comparisons, for both significance and equivalence; min-effect "
-            f"±{report['min_effect']} (smaller differences do not matter); secondary and "
-            "stability metrics BH-corrected.",
+            f"comparisons, for both significance and equivalence; {margin_text(report, st)} "
+            "(smaller differences do not matter); secondary and stability metrics BH-corrected.",
             "- Verdicts: improves/harms = corrected p < alpha and the 95% CI excludes 0; "
             "negligible = significant but inside ±min-effect; no effect = corrected TOST "
-            "equivalence within ±min-effect; inert = the trick acted on fewer than "
+            "equivalence within ±min-effect, the 95% CI inside it and an MDE at most it; "
+            "inert = the trick acted on fewer than "
             f"{report['inert_below']:.0%} of its units (or is the baseline by construction), so "
             "the run did not test it; inconclusive = none of these.",
             "- Waiting on (open arms only): confirmation of the observed effect (the CI excludes "
@@ -91,7 +93,8 @@ def render_markdown(report: dict, figures: list[str]) -> str:
                   f"{_f(x['prob_improvement'], 2)}" for x in st["arms"]]
         lines += _against(st, report["baseline"]) + _priors(st, report.get("priors") or {})
         lines += (_adaptive(st) + _variance(st) + _activity(st) + _budget(st) + _ema(st, m)
-                  + _stability(st) + _illusion(st) + _recipe(st) + _diag(st) + _failures(st))
+                  + _stability(st) + _illusion(st) + _recipe(st, report.get("design") or {})
+                  + _diag(st) + _failures(st))
     if len(report["strata"]) > 1:
         lines += _strata(report)
     if report.get("strata_without_baseline"):
@@ -134,31 +137,6 @@ def _priors(st: dict, priors: dict) -> list[str]:
 REASONS = {"efficacy": "crossed the efficacy boundary", "equivalence": "equivalent (TOST)",
            "identical": "identical to the baseline on every seed", "final": "last rung reached",
            "futility": "stopped for futility", "open": "still open"}
-
-
-SCOPES = {
-    "task": "- Scope: **the task**. Seeds and held-out prompts are both sources of chance: "
-            "each arm's difference has a two-way random-effects test over the seeds x prompts "
-            "it shares with the baseline (crossed_t, Satterthwaite df), so a verdict holds for "
-            "the task's kind of problem, not only for these prompts (`--scope prompts` for "
-            "that).",
-    "prompts": "- Scope: **these held-out prompts**. Seeds are the only source of chance; a "
-               "verdict says what the trick does on this held-out set (`--scope task` adds "
-               "the prompt-sampling component).",
-    "prompts (no per-prompt outcomes)": "- Scope: **these held-out prompts**: the task scope "
-               "was asked for, but the runs carry no per-prompt outcomes (records written "
-               "before them, or a CSV without a `prompt` column), so seeds are the only "
-               "source of chance here.",
-    "prompts (no spread to split)": "- Scope: **these held-out prompts**: the task scope was "
-               "asked for and the runs carry per-prompt outcomes, but no arm's difference "
-               "from the baseline has a spread to split between seeds and prompts (it is the "
-               "same on every one, or there are too few), so seeds are the only source of "
-               "chance here.",
-}
-
-
-def scope_line(st: dict) -> str:
-    return SCOPES.get(st.get("scope", "prompts"), SCOPES["prompts"])
 
 
 def _variance(st: dict) -> list[str]:
@@ -305,6 +283,8 @@ def _stability(st: dict) -> list[str]:
 
 def _illusion(st: dict) -> list[str]:
     il = st["single_run_illusion"]
+    if il is None:  # independent runs: no seed s of one arm to set against seed s of another
+        return []
     frac = il["unconfirmed_fraction"]
     out = [*section("The single-run illusion"),
            f"Of {il['single_run_improves']} single-seed comparisons that say \"improves\" "
@@ -344,8 +324,11 @@ def _undecided_cell(w: dict | None) -> str:
     return cell
 
 
-def _recipe(st: dict) -> list[str]:
+def _recipe(st: dict, design: dict) -> list[str]:
     r = st["recipe"]
+    if r is None:  # arms that are methods: a comparison, no recipe of tricks
+        return [*section("Recommended minimal recipe"), "None: the arms are methods, not "
+                "tricks (" + design.get("arms_reason", "--arms methods") + ")."]
     und = ", ".join(f"{u['arm']} ({_undecided_cell(u.get('waiting_on'))})" for u in r["undecided"])
     return [*section("Recommended minimal recipe"),
             f"- Baseline plus: {', '.join(r['keep']) or 'nothing (no trick significantly improves)'}",

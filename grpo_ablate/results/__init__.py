@@ -2,6 +2,8 @@
 
 table.py      sweep folders of records, or one CSV -> one row per run (docs/contracts.md)
 plan_file.py  an adaptive sweep's declared plan, `<sweep>/adaptive_plan.json`
+provenance.py how the results were made: matched or independent runs, the prompts' scope,
+              tricks or methods (a CSV's word, the user's, or the records')
 
 Bad files and folders are UserErrors with one line; everything below (stats/) is pure.
 """

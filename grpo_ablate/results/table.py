@@ -27,6 +27,7 @@ from grpo_ablate.stats.columns import ID_COLUMNS
 TIMINGS = ("run_id", "sweep_dir", "wall_seconds", "budget/wall_seconds", "machine", "machine_id",
            *(f"budget/{k}" for k in TIMED_COST))
 KEY = ["model", "task", "arm", "seed"]
+TEXT_COLUMNS = ("run_id", "design")  # a CSV's run ids and declared design stay text
 # A record's per-prompt columns (records.RunRecord.prompts) -> the run metric they average to.
 PROMPT_METRICS = {"greedy": "eval/accuracy", "sampled": "eval/sampled_accuracy",
                   "reward": "eval/reward_mean"}
@@ -98,7 +99,8 @@ def prompt_rows(records) -> pd.DataFrame:
 def per_run_means(long: pd.DataFrame) -> pd.DataFrame:
     """A long CSV (one row per run and prompt, a `prompt` column): each run's metrics are
     its prompts' means."""
-    keys = [c for c in ("arm", "seed", "model", "task", "status") if c in long.columns]
+    keys = [c for c in ("arm", "seed", "model", "task", "status", *TEXT_COLUMNS)
+            if c in long.columns]
     metrics = [c for c in long.columns if c not in keys and c != "prompt"
                and pd.api.types.is_numeric_dtype(long[c])]
     return long.groupby(keys, sort=False, as_index=False)[metrics].mean()
@@ -215,7 +217,7 @@ def _load_csv(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: status {unknown[0]!r} unknown; allowed: "
                         f"{', '.join(STATUSES)} (any case), or blank for completed")
     for col in df.columns:
-        if col not in ID_COLUMNS:
+        if col not in ID_COLUMNS and col not in TEXT_COLUMNS:
             df[col] = _numeric_or_text(df[col])
     return df
 

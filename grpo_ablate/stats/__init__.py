@@ -4,10 +4,12 @@ reads them). What the data cannot answer is a ValueError (errors.py), which the 
 words as its command line's one-line message.
 
 columns.py      the results table's identity columns, and which columns are metrics
-significance.py one comparison: paired t / Welch t, CIs, TOST, effect sizes, power
+significance.py one comparison: paired t / Welch t / partially overlapping t, CIs, TOST,
+                effect sizes, power
 correct.py      multiple-comparison control: Holm, Benjamini-Hochberg
 stratum.py      one (model, task) slice as seed x arm arrays; a comparison on them
 crossed.py      seeds and held-out prompts both as chance: the task scope's test
+independent.py  the task scope's test for independent runs: no seed effect, every run
 verdicts.py     the verdict rules (the inert rule included) and the report's settings
 arm_result.py   ArmResult and StratumReport: frozen, serialised at the report boundary
 metric_table.py one metric: every arm's comparison, corrected, and its fixed-n verdict

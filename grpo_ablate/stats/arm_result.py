@@ -78,11 +78,14 @@ class StratumReport:
     secondary: dict[str, tuple[ArmResult, ...]]
     stability: dict[str, tuple[ArmResult, ...]]
     beside: dict  # budget, EMA vs raw, the single-run illusion, recipe, failures, diagnostics
+    min_effect: float | None = None  # the margin in metric units here (a relative one resolved)
+    margin_note: str | None = None   # why that margin cannot give "no effect" on this scale
 
     def as_dict(self) -> dict[str, Any]:
         return {"model": self.model, "task": self.task, "baseline": self.baseline,
                 "arms": entries(self.arms), "comparisons": self.comparisons,
-                "scope": self.scope,
+                "scope": self.scope, "min_effect": self.min_effect,
+                "margin_note": self.margin_note,
                 **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
                 "secondary": {m: entries(a) for m, a in self.secondary.items()},
                 "stability": {m: entries(a) for m, a in self.stability.items()},

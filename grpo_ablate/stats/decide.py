@@ -24,13 +24,14 @@ from grpo_ablate.stats.arm_result import ArmResult, StratumReport
 from grpo_ablate.stats.columns import metric_columns
 from grpo_ablate.stats.errors import ResultsError, SettingError
 from grpo_ablate.stats.ladder_replay import replay_ladder, with_ladder
-from grpo_ablate.stats.metric_table import analyse_metric
+from grpo_ablate.stats.metric_table import analyse_metric, resolved
 from grpo_ablate.stats.stratum import Stratum, clean
 from grpo_ablate.stats.verdicts import Settings, default_direction
 from grpo_ablate.stats.waiting import with_waiting
 
 __all__ = ["STABILITY_METRICS", "Settings", "analyse", "check_metric", "sign_flips"]
 
+EQUIVALENCE_RUNS_IN_REACH = 1000  # runs per arm beyond which a margin is called out of reach
 STABILITY_METRICS = ("kl_final", "kl_max", "entropy_ratio_final", "length_growth",
                      "grad_norm_max", "reward_volatility", "checkpoint_regret")
 
@@ -78,7 +79,9 @@ def analyse(df: pd.DataFrame, s: Settings, secondary: list[str] | None = None,
                                       mine if mine is not None and len(mine) else None))
     return {"metric": s.metric, "direction": s.metric_direction, "alpha": s.alpha,
             "correction": s.correction, "baseline": s.baseline, "min_effect": s.min_effect,
-            "inert_below": s.inert_below, "scope": s.scope,
+            "min_effect_rule": "metric units" if s.min_effect_of is None else
+            f"{s.min_effect:g} x the baseline's {'|mean|' if s.min_effect_of == 'mean' else 'sd'}",
+            "inert_below": s.inert_below, "scope": s.scope, "runs": s.runs, "arms": s.arms,
             "strata": [st.as_dict() for st in strata],
             "strata_without_baseline": without_baseline, "sign_flips": sign_flips(strata)}
 
@@ -99,7 +102,13 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     direction = s.metric_direction
     wanted = [s.metric, f"raw/{s.metric}", *secondary,
               *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
-    st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric])
+    st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric], s.runs)
+    relative, asked = s.min_effect_of, s
+    s = resolved(s, st, s.metric)
+    if not s.min_effect > 0:
+        raise SettingError("min_effect", relative_text(relative, asked), f"the baseline's "
+                           f"{'mean' if relative == 'mean' else 'sd'} of {s.metric} in "
+                           f"{model}/{task} is 0 or unknown; allowed: a margin in metric units")
     acts = activity(st)
     adaptive_plan = s.sequential is not None and s.sequential.metric == s.metric
     # An adaptive sweep's looks use the scope its plan declared, whatever the report asks.
@@ -121,9 +130,10 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     return StratumReport(
         model=model, task=task, baseline=primary.baseline, arms=arms, comparisons=primary.k,
         scope=scope_in_force(scoped.scope, arms, prompts is not None), adaptive=adaptive,
-        secondary=side_metrics(st, s, [m for m in secondary if m != s.metric]),
-        stability=side_metrics(st, s, STABILITY_METRICS, prefix="stability/"),
-        beside=beside_verdicts(st, s, arms))
+        secondary=side_metrics(st, asked, [m for m in secondary if m != s.metric]),
+        stability=side_metrics(st, asked, STABILITY_METRICS, prefix="stability/"),
+        beside=beside_verdicts(st, s, arms), min_effect=s.min_effect,
+        margin_note=margin_note(s, primary.baseline, relative))
 
 
 def scope_in_force(scope: str, arms: tuple[ArmResult, ...], have_prompts: bool) -> str:
@@ -139,15 +149,40 @@ def scope_in_force(scope: str, arms: tuple[ArmResult, ...], have_prompts: bool) 
     return "prompts (no spread to split)" if have_prompts else "prompts (no per-prompt outcomes)"
 
 
+def relative_text(relative: str | None, s: Settings) -> str:
+    return f"{s.min_effect:g}" if relative is None else \
+        f"{s.min_effect:g} of the baseline's {relative}"
+
+
+def margin_note(s: Settings, baseline: dict, relative: str | None) -> str | None:
+    """A line where an absolute margin is meaningless on the metric's scale: so small
+    against the baseline's spread over runs that no practical number of runs could show
+    equivalence within it (TOST at 95% with a zero true difference: runs per arm about
+    2 (1.645 sd / margin)^2)."""
+    sd = baseline.get("std")
+    if relative is not None or not sd or not sd > 0:
+        return None
+    runs = 2 * (1.645 * sd / s.min_effect) ** 2
+    if runs <= EQUIVALENCE_RUNS_IN_REACH:
+        return None
+    return (f"min-effect {s.min_effect:g} is {s.min_effect / sd:.2g} of the baseline's sd "
+            f"({sd:.4g}) on {s.metric}: equivalence would need about {runs:,.0f} runs per arm, "
+            "so no verdict can be 'no effect'; give the margin on the metric's scale "
+            "(--min-effect in its units, or 5% of the baseline's mean, or 0.2sd)")
+
+
 def beside_verdicts(st: Stratum, s: Settings, arms: tuple[ArmResult, ...]) -> dict:
-    """What a stratum's report shows beside its verdicts (stats/accounting.py)."""
+    """What a stratum's report shows beside its verdicts (stats/accounting.py). Independent
+    runs have no seed s to set against seed s (no single-run illusion); arms that are
+    methods, not tricks, get no recipe."""
     sub = st.sub
     return {
         "budget": budget(st),
         "ema_vs_raw": ema_vs_raw(st, s.metric, s.min_effect),
         "single_run_illusion": single_run_illusion(st, arms, s.metric, s.min_effect,
-                                                   s.metric_direction),
-        "recipe": recipe(arms),
+                                                   s.metric_direction)
+        if s.runs == "matched" else None,
+        "recipe": recipe(arms) if s.arms == "tricks" else None,
         "failures": [{k: clean(r.get(k)) for k in ("arm", "seed", "status", "error", "run_id")}
                      for r in sub[sub["status"] != "completed"].to_dict("records")],
         "diagnostics": diagnostics(sub),

@@ -13,9 +13,10 @@ import pandas as pd
 from grpo_ablate.stats.arm_result import ArmResult
 from grpo_ablate.stats.correct import adjust
 from grpo_ablate.stats.crossed import CrossedTest, crossed_test, standard_error
+from grpo_ablate.stats.independent import independent_crossed
 from grpo_ablate.stats.significance import Comparison, is_zero_spread, mde
 from grpo_ablate.stats.stratum import Stratum, clean, mean_std
-from grpo_ablate.stats.verdicts import Settings, verdict
+from grpo_ablate.stats.verdicts import Settings, equivalence_gap, margin_for, verdict
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
     """One stratum, one metric: baseline summary and one result per arm. `full` adds the
     robustness columns and power (the primary metric); secondary metrics skip them. `acts`:
     each arm's trick activity (the primary metric's verdicts apply the inert rule)."""
+    s = resolved(s, st, metric)
     comps, crossed = comparisons(st, s, metric, full, prompts)
     k = max(1, sum(not math.isnan(c.p_value) for c in comps))
     p_adj = adjust([c.p_value for c in comps], correction)
@@ -40,9 +42,13 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
     results = []
     for arm, c, pa, ta, x in zip(st.arms, comps, p_adj, tost_adj, crossed, strict=True):
         act = (acts or {}).get(arm)
+        arm_mde = mde(c.test, c.sd, c.n, s.alpha / k, n_base=c.n_base) if full else None
+        exact = c.exact and c.diff == 0.0 and c.n >= 2
         v = verdict(pa, c.ci_low, c.ci_high, ta, s.alpha, s.min_effect, direction,
-                    exact_zero=c.exact and c.diff == 0.0 and c.n >= 2,
-                    acted=act["acted"] if act else None, inert_below=s.inert_below)
+                    exact_zero=exact, acted=act["acted"] if act else None,
+                    inert_below=s.inert_below, mde=arm_mde)
+        gap = None if exact or not ta < s.alpha else \
+            equivalence_gap(c.ci_low, c.ci_high, s.min_effect, arm_mde)
         vals = st.column(arm, metric)
         mean, std = mean_std(vals)
         diverged, failed = st.counts.get(arm, (0, 0))
@@ -51,22 +57,41 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
             "diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "test": c.test,
             "p_value": c.p_value, "p_adjusted": pa, "effect_size": c.effect_size,
             "tost_p": c.tost_p, "tost_p_adjusted": ta, "seed_correlation": c.correlation,
-            "mde": mde(c.test, c.sd, c.n, s.alpha / k, n_base=c.n_base) if full else None,
+            "mde": arm_mde,
             "diff_sd": c.sd if full else None,  # the test's sd: of paired differences, or pooled
             "seeds_needed": None, "more_seeds_needed": None,  # waiting.with_waiting's
             "robust_p": c.robust_p, "permutation_p": c.permutation_p,
             "prob_improvement": c.prob_improvement if direction == "higher"
             else 1 - c.prob_improvement,
             "runs_diverged": diverged, "runs_failed": failed, "verdict": v,
-            "notes": c.notes + ([f"its trick is compared with {st.missing_against[arm]}, which "
-                                 f"has no runs here: compared with {st.baseline}"]
-                                if arm in st.missing_against else []),
+            "notes": c.notes + notes_of(st, arm, ta, gap if v in ("inconclusive", "inert")
+                                        else None),
             "against": st.against_of(arm),
             "variance": variance_entry(x, s.scope) if x is not None else None,
         }
         cleaned = {key: clean(val) for key, val in entry.items()}
         results.append(ArmResult(**{**cleaned, "notes": tuple(cleaned["notes"])}))
     return MetricTable(baseline_summary(st, metric), tuple(results), k)
+
+
+def notes_of(st: Stratum, arm: str, tost_adjusted: float, gap: str | None) -> list[str]:
+    """An arm's notes beside its comparison's: why TOST alone did not make it no effect,
+    and a comparison arm that has no runs."""
+    out = [f"TOST shows equivalence (p adj {tost_adjusted:.3g}), but {gap}: not called no "
+           "effect"] if gap else []
+    if arm in st.missing_against:
+        out.append(f"its trick is compared with {st.missing_against[arm]}, which has no runs "
+                   f"here: compared with {st.baseline}")
+    return out
+
+
+def resolved(s: Settings, st: Stratum, metric: str) -> Settings:
+    """The settings with the margin in `metric`'s units for this stratum (margin_for): a
+    relative `--min-effect` (5%, 0.2sd) is read off the baseline's runs of that metric."""
+    if s.min_effect_of is None:
+        return s
+    mean, sd = mean_std(st.column(st.baseline, metric))
+    return replace(s, min_effect=margin_for(s, mean, sd), min_effect_of=None)
 
 
 def comparisons(st: Stratum, s: Settings, metric: str, full: bool,
@@ -76,16 +101,19 @@ def comparisons(st: Stratum, s: Settings, metric: str, full: bool,
     comps = [st.compare(arm, st.against_of(arm), metric, s.min_effect, full) for arm in st.arms]
     tables: dict[str, pd.DataFrame] = {}  # each arm's seeds x prompts table, pivoted once
     crossed = [crossed_for(prompts, arm, st.against_of(arm), metric, s.min_effect, s.scope,
-                           tables) if prompts is not None else None for arm in st.arms]
+                           tables, s.runs) if prompts is not None else None for arm in st.arms]
     if s.scope == "task":  # the prompt component in every test, CI and TOST
-        comps = [with_crossed(c, x) for c, x in zip(comps, crossed, strict=True)]
+        comps = [with_crossed(c, x, s.runs) for c, x in zip(comps, crossed, strict=True)]
     return comps, crossed
 
 
 def crossed_for(prompts: pd.DataFrame, arm: str, other: str, metric: str, min_effect: float,
-                scope: str, tables: dict | None = None) -> CrossedTest | None:
+                scope: str, tables: dict | None = None, runs: str = "matched"
+                ) -> CrossedTest | None:
     """The seeds x prompts table of paired differences (arm - other) on the seeds both have
-    and the prompts every one of those runs has, and its crossed test; None under 2 x 2."""
+    and the prompts every one of those runs has, and its crossed test; None under 2 x 2.
+    Independent runs: each arm's runs x prompts table, every run, on the prompts all of
+    them have, and the crossed model without a seed effect (stats/independent.py)."""
     if metric not in prompts.columns:
         return None
 
@@ -99,6 +127,14 @@ def crossed_for(prompts: pd.DataFrame, arm: str, other: str, metric: str, min_ef
         return tables[name]
 
     a, b = table(arm), table(other)
+    if runs == "independent":
+        ids = a.columns.intersection(b.columns)
+        keep = a.reindex(columns=ids).notna().all(axis=0) & b.reindex(columns=ids).notna().all(axis=0)
+        ta, tb = a.loc[:, ids[keep]].to_numpy(float), b.loc[:, ids[keep]].to_numpy(float)
+        if min(len(ta), len(tb)) < 2 or ta.shape[1] < 2:
+            return None
+        dropped = len(a.columns.union(b.columns)) - int(keep.sum())
+        return replace(independent_crossed(ta, tb, min_effect, scope), dropped_prompts=dropped)
     seeds = a.index.intersection(b.index)
     ids = a.columns.union(b.columns)
     a, b = a.reindex(index=seeds, columns=ids), b.reindex(index=seeds, columns=ids)
@@ -114,19 +150,26 @@ def crossed_for(prompts: pd.DataFrame, arm: str, other: str, metric: str, min_ef
     return replace(crossed_test(d, min_effect, scope), dropped_prompts=int((~keep).sum()))
 
 
-def with_crossed(c: Comparison, x: CrossedTest | None) -> Comparison:
+def with_crossed(c: Comparison, x: CrossedTest | None, runs: str = "matched") -> Comparison:
     """The seed comparison with its test, CI and TOST taken from the crossed test (its
     robustness columns, which never decide, stay the seeds'). Unchanged without one, or
     when the table has no spread (an exact tie stays the seeds' exact verdict)."""
     if x is None or not x.se > 0:
         return c
     n = x.parts.seeds
+    if runs == "independent":
+        notes = [*c.notes, f"every run, the prompts shared: the crossed model without a seed "
+                 f"effect ({x.parts.prompts} prompts; Welch df, at most P - 1)"]
+        return replace(c, test="crossed_welch", n=n, n_base=n, exact=False, diff=x.diff, ci_low=x.ci_low,
+                       ci_high=x.ci_high, p_value=x.p_value, tost_p=x.tost_p,
+                       sd=x.se * math.sqrt(n), effect_size=c.effect_size, notes=notes)
     # The seeds' note on their own test (Welch on all runs when too few seeds are shared)
     # does not describe the crossed test, which pairs the seeds both arms have.
-    notes = [note for note in c.notes if not note.endswith("Welch's t-test on all runs")]
-    if c.test == "welch_t":
-        notes.append(f"seeds not matched: the crossed test pairs the {n} seeds both arms have "
-                     "(Welch's test on all runs is not used)")
+    notes = [note for note in c.notes if not note.endswith("Welch's t-test on all runs")
+             and "partially overlapping samples t-test" not in note]
+    if c.test in ("welch_t", "overlap_t"):
+        notes.append(f"seeds not all matched: the crossed test pairs the {n} seeds both arms "
+                     "have (the seeds' test on all runs is not used)")
     notes.append(f"seeds and {x.parts.prompts} held-out prompts as chance (Satterthwaite df "
                  f"{x.df:.1f}, and the paired t on per-seed means: the larger p)")
     if x.dropped_prompts:

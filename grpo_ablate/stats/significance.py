@@ -1,9 +1,12 @@
 """One arm against the baseline: the test, CI, equivalence, effect size and power.
 
-Paired when seeds are matched (seed s gives every arm the same prompts), Welch otherwise;
-the caller decides from the design, never from the results. The t statistics are written
-in closed form (numpy + scipy's t distribution): the same numbers as `ttest_rel` /
-`ttest_ind(equal_var=False)` (tests/test_stats.py checks), without their per-call cost.
+Paired when seeds are matched (seed s gives every arm the same prompts), Welch when the
+runs are independent, and the partially overlapping samples t-test (Derrick et al. 2017)
+when a matched design lost some runs: every run counts. The caller decides from the design,
+never from the results. The t statistics are written in closed form (numpy + scipy's t
+distribution): the same numbers as `ttest_rel` / `ttest_ind(equal_var=False)`
+(tests/test_stats.py checks), without their per-call cost. Each comparison's p-value, CI and
+TOST come from one t distribution, so p < alpha never sits beside a CI that includes 0.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from scipy import integrate, optimize, special, stats
 # Differences whose spread is this small relative to the values are exact shifts: decimals
 # like 0.61 + 0.03 give an sd of 4e-17, not a measurement (a t-test would say p = 1e-105).
 RELATIVE_ZERO_SD = 1e-9
-BOOTSTRAP_RESAMPLES = 2000  # BCa at n >= 20; scipy's default 9999 cost seconds per report
+# Tests whose sd is per seed (the mean's SE is sd / sqrt(n)): the paired t, and the crossed
+# tests, whose sd is their SE times sqrt(seeds) (of matched seeds, or the independent runs'
+# balanced equivalent).
+PER_SEED_SD = ("paired_t", "crossed_t", "crossed_welch")
 
 
 @dataclass
@@ -73,11 +79,6 @@ def paired_compare(trick: np.ndarray, base: np.ndarray, min_effect: float,
     t_stat = diff / se
     half = _t_ppf(0.5 + conf / 2, n - 1) * se
     ci_low, ci_high = diff - half, diff + half
-    if n >= 20:  # BCa bootstrap over whole seeds (the differences are per seed)
-        boot = stats.bootstrap((d,), np.mean, confidence_level=conf, method="BCa",
-                               n_resamples=BOOTSTRAP_RESAMPLES,
-                               random_state=np.random.default_rng(seed))
-        ci_low, ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
     out = Comparison(
         test="paired_t", n=n, n_base=n, diff=diff, ci_low=float(ci_low), ci_high=float(ci_high),
         p_value=float(2 * _t_sf(abs(t_stat), n - 1)), effect_size=diff / sd,
@@ -109,12 +110,6 @@ def welch_compare(trick: np.ndarray, base: np.ndarray, min_effect: float,
     df = (va / na + vb / nb) ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
     half = _t_ppf(0.5 + conf / 2, df) * se
     ci_low, ci_high = diff - half, diff + half
-    if min(na, nb) >= 20:
-        boot = stats.bootstrap((a, b), lambda x, y, axis=-1: np.mean(x, axis=axis)
-                               - np.mean(y, axis=axis), method="BCa", vectorized=True,
-                               n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=conf,
-                               random_state=np.random.default_rng(seed))
-        ci_low, ci_high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
     pooled = math.sqrt(((na - 1) * va + (nb - 1) * vb) / (na + nb - 2))
     hedges = (diff / pooled) * (1 - 3 / (4 * (na + nb) - 9)) if pooled > 0 else math.nan
     out = Comparison(
@@ -131,6 +126,39 @@ def welch_compare(trick: np.ndarray, base: np.ndarray, min_effect: float,
             n_resamples=2000, vectorized=True,
             random_state=np.random.default_rng(seed)).pvalue)
     return out
+
+
+def overlap_compare(a: np.ndarray, b: np.ndarray, paired: np.ndarray, min_effect: float,
+                    conf: float = 0.95) -> Comparison:
+    """The partially overlapping samples t-test (Derrick, Toher and White 2017, T_new2: the
+    unequal-variance form) for a matched design in which some runs lost their partner: every
+    run of both arms counts. `a`, `b`: each arm's values; `paired`: the (arm, baseline) pairs
+    of the seeds both have, which are also in `a` and `b`. It is the paired t when every run
+    is paired and Welch's when none is; the difference is the two arms' means over all runs.
+    """
+    a, b, pairs = np.asarray(a, float), np.asarray(b, float), np.asarray(paired, float)
+    n1, n2, nc = len(a), len(b), len(pairs)
+    diff = float(a.mean() - b.mean())
+    v1, v2 = float(a.var(ddof=1)), float(b.var(ddof=1))
+    r = _corr(pairs[:, 0], pairs[:, 1]) if nc >= 3 else None
+    r = 0.0 if r is None else r
+    var = v1 / n1 + v2 / n2 - 2 * r * math.sqrt(v1 * v2) * nc / (n1 * n2)
+    if not var > 0:
+        return _nan_comparison("overlap_t", n1, diff, "no spread in the differences: the "
+                               "t-test is undefined", sd=0.0, exact=True)
+    se = math.sqrt(var)
+    welch_df = (v1 / n1 + v2 / n2) ** 2 / ((v1 / n1) ** 2 / (n1 - 1) + (v2 / n2) ** 2 / (n2 - 1))
+    unpaired = (n1 - nc) + (n2 - nc)
+    df = (nc - 1) + (welch_df - nc + 1) / (unpaired + 2 * nc) * unpaired
+    df = max(1.0, df)
+    half = _t_ppf(0.5 + conf / 2, df) * se
+    # The sd whose Welch-form standard error sd * sqrt(1/n1 + 1/n2) is this test's: the MDE
+    # and the seeds route read it as they read a Welch test's.
+    sd = se / math.sqrt(1 / n1 + 1 / n2)
+    return Comparison(
+        test="overlap_t", n=n1, n_base=n2, diff=diff, ci_low=diff - half, ci_high=diff + half,
+        p_value=float(2 * _t_sf(abs(diff / se), df)), effect_size=diff / math.sqrt((v1 + v2) / 2),
+        tost_p=tost_p(diff, se, df, min_effect), sd=sd, correlation=r if nc >= 3 else None)
 
 
 def tost_p(diff: float, se: float, df: float, margin: float) -> float:
@@ -210,7 +238,7 @@ def _t_power(nc: float, df: float, alpha: float) -> float:
 
 def power(test: str, effect: float, sd: float, n: int, alpha: float,
           n_base: int | None = None) -> float:
-    if test in ("paired_t", "crossed_t"):  # crossed: sd is the per-seed equivalent
+    if test in PER_SEED_SD:  # crossed: sd is the per-seed (per-run) equivalent
         return paired_power(effect, sd, n, alpha)
     return welch_power(effect, sd, n, alpha, n_base)
 
@@ -251,7 +279,7 @@ def tost_power(diff: float, sd: float, n: int, alpha: float, margin: float,
     sample sd."""
     if n < 2 or not sd > 0 or margin <= 0 or abs(diff) >= margin:
         return 0.0 if n >= 2 and sd > 0 else math.nan
-    paired = test in ("paired_t", "crossed_t")
+    paired = test in PER_SEED_SD
     df = n - 1 if paired else 2 * n - 2
     a = sd / math.sqrt(n) if paired else sd * math.sqrt(2.0 / n)
     c = float(stats.t.ppf(1 - alpha, df))

@@ -1,26 +1,39 @@
 """One (model, task) slice of the results as seed x arm tables, and one arm's comparison
-with another on them: paired on the seeds both have (when enough are shared), Welch
-otherwise, chosen from the design, never from the results."""
+with another on them, on every run: for matched runs paired (the partially overlapping test
+where some runs lack a partner), for independent runs Welch's; chosen from the design,
+never from the results."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from grpo_ablate.records import jsonable
-from grpo_ablate.stats.significance import Comparison, paired_compare, welch_compare
+from grpo_ablate.stats.significance import (
+    Comparison,
+    overlap_compare,
+    paired_compare,
+    welch_compare,
+)
 
-MIN_OVERLAP = 3  # partly matched seeds: pair on the overlap when it has at least this many
+RUNS = ("matched", "independent")
 
 
 def compare(seeds: np.ndarray, a: np.ndarray, has_a: np.ndarray, b: np.ndarray,
-            has_b: np.ndarray, min_effect: float, robust: bool = True) -> Comparison:
+            has_b: np.ndarray, min_effect: float, robust: bool = True,
+            runs: str = "matched") -> Comparison:
     """One arm against the baseline, both aligned on `seeds` (NaN where a value is absent;
-    `has_*` marks the seeds that have a run).
+    `has_*` marks the seeds that have a run). Every run with a value counts, and the n, mean
+    and diff the report shows describe the same runs the test used.
 
-    Paired on the seeds both have when every arm seed has a baseline partner, or when at
-    least MIN_OVERLAP seeds are shared (the rest are named in a note, not used); Welch on
-    all runs otherwise, with a note. Missing or non-finite values are excluded, with a note.
+    `runs="matched"` (seed s gives both arms the same data order and prompts): the paired t
+    when every run has its partner; the partially overlapping samples t-test when some do
+    not (the pairs and the unpaired runs together); Welch's when fewer than 2 seeds are
+    shared. `runs="independent"` (runs of other trainers numbered 1..n, or any runs that
+    share nothing but a number): Welch's t-test on all runs, whatever the seed numbers say.
+    Missing or non-finite values are excluded, with a note.
     """
     notes = []
     va, vb = ~np.isnan(a), ~np.isnan(b)
@@ -30,18 +43,26 @@ def compare(seeds: np.ndarray, a: np.ndarray, has_a: np.ndarray, b: np.ndarray,
                      "(baseline): excluded")
     common = va & vb
     only_a, only_b = seeds[va & ~vb].tolist(), seeds[vb & ~va].tolist()
-    if common.sum() >= 2 and (not only_a or common.sum() >= MIN_OVERLAP):
-        if only_a or only_b:
-            notes.append(f"paired on the {int(common.sum())} shared seeds; left out: arm seeds "
-                         f"{only_a}, baseline seeds {only_b}")
+    if runs == "independent":
+        out = welch_compare(a[va], b[vb], min_effect, robust=robust)
+    elif common.sum() >= 2 and not only_a and not only_b:
         out = paired_compare(a[common], b[common], min_effect, robust=robust)
+    elif common.sum() >= 2 and va.sum() >= 2 and vb.sum() >= 2:
+        notes.append(f"{int(common.sum())} matched seeds and {len(only_a)} arm / {len(only_b)} "
+                     f"baseline runs without a partner (arm seeds {only_a}, baseline seeds "
+                     f"{only_b}): the partially overlapping samples t-test on all "
+                     f"{int(va.sum())} + {int(vb.sum())} runs")
+        out = overlap_compare(a[va], b[vb], np.column_stack([a[common], b[common]]), min_effect)
+        if robust:  # the robustness columns (never deciding) of the two samples, all runs
+            w = welch_compare(a[va], b[vb], min_effect, robust=True)
+            out = replace(out, robust_p=w.robust_p, permutation_p=w.permutation_p,
+                          prob_improvement=w.prob_improvement)
     else:
         notes.append(f"seeds not matched (arm only: {only_a}, baseline only: {only_b}): "
                      "Welch's t-test on all runs")
         out = welch_compare(a[va], b[vb], min_effect, robust=robust)
     out.notes = notes + out.notes
     return out
-
 
 
 def clean(x):
@@ -58,8 +79,10 @@ class Stratum:
     """One (model, task) slice as seed x arm tables, one per metric, built once: every
     comparison then works on numpy columns, never on row filters."""
 
-    def __init__(self, sub: pd.DataFrame, baseline: str, metrics: list[str]) -> None:
+    def __init__(self, sub: pd.DataFrame, baseline: str, metrics: list[str],
+                 runs: str = "matched") -> None:
         self.sub = sub
+        self.runs = runs  # matched | independent: how the runs were made (RUNS)
         self.baseline = baseline
         self.arms = [a for a in dict.fromkeys(sub["arm"]) if a != baseline]
         usable = sub[sub["status"].to_numpy() != "failed"]
@@ -96,6 +119,6 @@ class Stratum:
         j, k = self.column_of[arm], self.column_of[other]
         return compare(self.seeds, self.column(arm, metric), self.has[:, j],
                        self.column(other, other_metric or metric), self.has[:, k], min_effect,
-                       robust)
+                       robust, self.runs)
 
 

@@ -4,8 +4,11 @@
   metric's direction (higher or lower is better).
 - negligible: significant, but the CI lies inside +/- min-effect.
 - no_effect: TOST equivalence within +/- min-effect, its p Holm-adjusted over the arms like
-  the significance side (an equivalence claim is a claim too). An arm identical to the
-  baseline on every matched seed is no_effect (exact), with a note.
+  the significance side (an equivalence claim is a claim too), and what the reader sees
+  agrees: the 95% CI shown lies inside +/- min-effect and the MDE is at most min-effect
+  (the design could have seen an effect of the margin's size). Where TOST alone holds, the
+  arm is inconclusive with a note naming what fails. An arm identical to the baseline on
+  every matched seed is no_effect (exact), with a note.
 - inert: none of the above could be shown, or it was shown to do nothing, and the trick
   acted on fewer than `inert_below` of its units (or is the baseline by construction):
   the experiment did not test it.
@@ -35,12 +38,18 @@ class Settings:
     baseline: str = "baseline"
     alpha: float = 0.05
     correction: str = "holm"
-    min_effect: float = 0.01   # in metric units: 1 point of accuracy
+    min_effect: float = 0.01   # in metric units (1 point of accuracy), or see min_effect_of
+    # None: min_effect is in metric units; "mean": a fraction of the baseline's |mean|
+    # (`--min-effect 5%`); "sd": a multiple of the baseline's sd over runs (`0.2sd`). Resolved
+    # per stratum and metric (margin_for).
+    min_effect_of: str | None = None
     secondary_correction: str = "bh"
     direction: str | None = None  # higher | lower; None: from the metric's name
     inert_below: float = 0.05     # activity under this: the trick was not really tested
     sequential: Design | None = None  # an adaptive sweep's plan: verdicts from its looks
     scope: str = "task"  # task: seeds and held-out prompts as chance; prompts: seeds only
+    runs: str = "matched"  # matched: seed s gives every arm the same data; independent: not
+    arms: str = "tricks"   # tricks: a recommended recipe; methods: a comparison, no recipe
 
     @property
     def metric_direction(self) -> str:
@@ -52,13 +61,45 @@ UNTESTED = ("no_effect", "negligible", "inconclusive")  # what a trick that did 
 
 def verdict(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, alpha: float,
             min_effect: float, direction: str = "higher", exact_zero: bool = False,
-            acted: float | None = None, inert_below: float = 0.05) -> str:
+            acted: float | None = None, inert_below: float = 0.05,
+            mde: float | None = None) -> str:
     """improves/harms: significant and the CI excludes 0 on that side; negligible:
-    significant but the CI lies inside +/- min_effect; no_effect: TOST shows equivalence, or
+    significant but the CI lies inside +/- min_effect; no_effect: TOST shows equivalence,
+    the CI lies inside +/- min_effect and `mde` (when known) is at most min_effect, or
     `exact_zero` (identical to the baseline on every matched seed); else inconclusive. p >
     alpha alone never means no effect. Then the inert rule (`inert`)."""
-    return inert_rule(_outcome(p_adjusted, ci_low, ci_high, tost_p, alpha, min_effect,
-                               direction, exact_zero), acted, inert_below)
+    outcome = _outcome(p_adjusted, ci_low, ci_high, tost_p, alpha, min_effect, direction,
+                       exact_zero)
+    if outcome == "no_effect" and not exact_zero and equivalence_gap(
+            ci_low, ci_high, min_effect, mde):
+        outcome = "inconclusive"
+    return inert_rule(outcome, acted, inert_below)
+
+
+def equivalence_gap(ci_low: float, ci_high: float, min_effect: float,
+                    mde: float | None) -> str | None:
+    """Why an equivalence TOST shows would not read as "no effect" beside the table: the 95%
+    CI crosses the margin, or the design could not have seen an effect of the margin's size
+    (MDE over it); None when neither."""
+    gaps = []
+    if not (-min_effect <= ci_low and ci_high <= min_effect):
+        gaps.append(f"the 95% CI [{ci_low:.3g}, {ci_high:.3g}] crosses the margin "
+                    f"±{min_effect:.3g}")
+    if mde is not None and math.isfinite(mde) and mde > min_effect:
+        gaps.append(f"the MDE {mde:.3g} is over the margin ±{min_effect:.3g} (the design "
+                    "could not have seen an effect of that size)")
+    return "; ".join(gaps) or None
+
+
+def margin_for(s: Settings, base_mean: float | None, base_sd: float | None) -> float:
+    """The margin in metric units for one stratum and metric: min_effect itself, or a
+    fraction of the baseline's |mean|, or a multiple of its sd (NaN where that is unknown)."""
+    if s.min_effect_of is None:
+        return s.min_effect
+    ref = base_mean if s.min_effect_of == "mean" else base_sd
+    if ref is None or not math.isfinite(ref) or ref == 0:
+        return math.nan
+    return s.min_effect * abs(ref)
 
 
 def inert_rule(outcome: str, acted: float | None, inert_below: float) -> str:

@@ -66,7 +66,7 @@ def waiting_on(entry: dict, min_effect: float, alpha: float, comparisons: int,
         on = "effect"
     else:
         on = "equivalence" if abs(diff) < min_effect else "either"
-    if entry["test"] == "crossed_t" and entry.get("variance"):
+    if entry["test"] in ("crossed_t", "crossed_welch") and entry.get("variance"):
         level = alpha / max(1, comparisons)
         looks = [(n, level, f"at Holm's level alpha/{max(1, comparisons)} = {level:.2g}")] \
             if design is None else _looks(n, design)
@@ -95,15 +95,15 @@ class RunCosts:
     the pair again, at the larger held-out set (task.dataset.eval_size is part of a run's
     identity, so no record carries over)."""
 
-    run_seconds: float
+    run_seconds: float | None  # None: the results carry no timings (a CSV): routes unpriced
     prompt_seconds: float | None
     prompt_pool: int | None = None  # the held-out prompts the task's data holds; None: unknown
 
-    def seeds(self, more: int) -> float:
-        return 2 * more * self.run_seconds
+    def seeds(self, more: int) -> float | None:
+        return None if self.run_seconds is None else 2 * more * self.run_seconds
 
     def prompts(self, more: int, seeds: int) -> float | None:
-        if self.prompt_seconds is None:
+        if self.prompt_seconds is None or self.run_seconds is None:
             return None
         return 2 * seeds * (self.run_seconds + more * self.prompt_seconds)
 
@@ -251,11 +251,13 @@ def run_costs(st: Stratum, arm: str, variance: dict | None) -> RunCosts | None:
     held-out prompts their task's data holds (where the records say)."""
     sub = st.sub[st.sub["arm"].isin([arm, st.against_of(arm)])
                  & (st.sub["status"].to_numpy() != "failed")]
-    if "wall_seconds" not in sub or not sub["wall_seconds"].notna().any():
+    timed = "wall_seconds" in sub and sub["wall_seconds"].notna().any()
+    pool = sub["prompt_pool"].min() if "prompt_pool" in sub else math.nan
+    if not timed and pd.isna(pool):
         return None
     per_prompt = None
-    if variance and "budget/eval_seconds" in sub and sub["budget/eval_seconds"].notna().any():
+    if timed and variance and "budget/eval_seconds" in sub and \
+            sub["budget/eval_seconds"].notna().any():
         per_prompt = float(sub["budget/eval_seconds"].mean()) / variance["prompts"]
-    pool = sub["prompt_pool"].min() if "prompt_pool" in sub else math.nan
-    return RunCosts(float(sub["wall_seconds"].mean()), per_prompt,
+    return RunCosts(float(sub["wall_seconds"].mean()) if timed else None, per_prompt,
                     int(pool) if pd.notna(pool) else None)
