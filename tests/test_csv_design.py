@@ -156,6 +156,21 @@ def test_the_prompts_route_is_capped_by_a_prompt_pool_column(tmp_path, capsys):
     assert w["prompts"] is None and w["over_pool"] > 14 and "the task holds 14" in w["text"]
 
 
+def test_matched_runs_without_shared_seeds_say_why_the_task_scope_is_not_in_force(tmp_path,
+                                                                                 capsys):
+    rows = long_rows(np.random.default_rng(4))
+    apart = [{**r, "seed": r["seed"] + (10 if r["arm"] == "x" else 0)} for r in rows]
+    _, rep, md = report(tmp_path, apart, "--metric", "score", "--runs", "matched", "--scope",
+                        "task")
+    capsys.readouterr()
+    assert rep["strata"][0]["scope"] == "prompts (no seeds shared)"
+    assert "no arm shares 2 seeds" in md and "no spread to split" not in md
+    _, rep, _ = report(tmp_path, apart, "--metric", "score", "--scope", "task", name="ind")
+    capsys.readouterr()
+    (x,) = rep["strata"][0]["arms"]
+    assert rep["strata"][0]["scope"] == "task" and x["test"] == "crossed_welch"
+
+
 # Margins on the metric's scale -------------------------------------------------------------
 def test_a_default_margin_on_returns_in_the_thousands_gets_a_clear_line(tmp_path, capsys):
     rng = np.random.default_rng(1)
@@ -234,6 +249,9 @@ def test_arms_that_are_methods_get_no_recipe(tmp_path, capsys):
     assert rep["arms"] == "methods" and rep["strata"][0]["recipe"] is None
     assert "Baseline plus" not in md and "Safe to drop" not in md
     assert "the arms are methods, not tricks" in md
+    code = cli.main(["recipe", str(tmp_path / "r-out")])  # nothing to confirm: one line
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(err) == 1 and "arms are methods, not tricks" in err[0]
     tricks = [{**r, "arm": {"SAC": "baseline", "DrQ": "kl_off", "CURL": "entropy_coef_0.01"}
                .get(r["arm"], r["arm"])} for r in rows]
     _, rep, md = report(tmp_path, tricks, "--metric", "return", name="tricks")

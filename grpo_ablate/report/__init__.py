@@ -37,7 +37,14 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     """The command line: the paths, the report's settings, and whether it only publishes."""
     d = ReportSettings()
     p = _Parser(prog="grpo-ablate report", add_help=True)
-    p.add_argument("path", nargs="+", help="sweep folder(s), or one CSV")
+    p.add_argument("path", nargs="+", help="sweep folder(s), or one CSV, or (--from lm-eval) "
+                   "the folders lm-evaluation-harness wrote")
+    p.add_argument("--from", dest="source", choices=["lm-eval"], default=d.source,
+                   help="lm-eval: read lm-evaluation-harness's --log_samples output, a run per "
+                        "folder named <arm>-seed<N> or listed in --manifest (default: sweep "
+                        "folders or a CSV)")
+    p.add_argument("--manifest", default=d.manifest, metavar="CSV",
+                   help="with --from lm-eval: path,arm,seed for each run folder")
     p.add_argument("--metric", default=d.metric)
     p.add_argument("--direction", choices=["higher", "lower"], default=d.direction,
                    help="which way is better (default: lower for losses, KL, grad norm, "
@@ -89,18 +96,25 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
         metric=ns.metric, direction=ns.direction, baseline=ns.baseline, alpha=ns.alpha,
         correction=ns.correction, min_effect=min_effect, min_effect_of=min_effect_of,
         inert_below=ns.inert_below, scope=ns.scope, runs=ns.runs, arms=ns.arms,
-        prompts_pool=ns.prompts_pool,
+        prompts_pool=ns.prompts_pool, source=ns.source, manifest=ns.manifest,
         out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
         wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity,
         components_from=tuple(ns.components_from))
-    if (len(ns.path) > 1 or any(glob_magic(p) for p in ns.path)) and ns.out is None:
+    if ns.manifest and ns.source != "lm-eval":
+        raise UserError("report: --manifest names lm-eval run folders; allowed only with "
+                        "--from lm-eval")
+    if (len(ns.path) > 1 or any(glob_magic(p) for p in ns.path)) and ns.out is None \
+            and ns.source is None:
         raise UserError("report: several sweep folders need --out DIR for the combined report")
     return ns.path, settings, ns.wandb_publish
 
 
 def build_report(paths: list, asked: ReportSettings) -> tuple[dict, list[str], object]:
-    df, warnings, prompts = load_results(paths, with_prompts=True)
-    from_records = all(Path(p).is_dir() for p in paths)
+    harness = asked.source == "lm-eval"
+    df, warnings, prompts = load_results(
+        paths, with_prompts=True, lm_eval=harness,
+        manifest=Path(asked.manifest) if asked.manifest else None)
+    from_records = not harness and all(Path(p).is_dir() for p in paths)
     df = with_pool(df, asked.prompts_pool)
     made = provenance(df, from_records, asked.baseline, asked.runs, asked.scope,
                       asked.prompts_pool, asked.arms, trick_names())
@@ -220,7 +234,8 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     sweep folders or this CSV; returns the folder they are in."""
     report, warnings, df = build_report(paths, settings)
     src = paths[0]
-    out = Path(settings.out) if settings.out else \
+    out = Path(settings.out) if settings.out else Path("lm-eval-report") \
+        if settings.source == "lm-eval" else \
         (src if src.is_dir() else src.parent / f"{src.stem}-report")
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

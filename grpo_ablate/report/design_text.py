@@ -16,6 +16,11 @@ SCOPES = {
                "was asked for, but the runs carry no per-prompt outcomes (records written "
                "before them, or a CSV without a `prompt` column), so seeds are the only "
                "source of chance here.",
+    "prompts (no seeds shared)": "- Scope: **these held-out prompts**: the task scope was "
+               "asked for and the runs carry per-prompt outcomes, but no arm shares 2 seeds "
+               "with the arm it is compared with, and matched runs are crossed by seed: "
+               "Welch's test on the run means, seeds the only source of chance (`--runs "
+               "independent` if the runs share nothing but their numbers).",
     "prompts (no spread to split)": "- Scope: **these held-out prompts**: the task scope was "
                "asked for and the runs carry per-prompt outcomes, but no arm's difference "
                "from the baseline has a spread to split between seeds and prompts (it is the "

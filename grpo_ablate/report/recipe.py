@@ -60,6 +60,9 @@ def recipe_of(report: dict, name: str, config_dirs: list[str] | None = None) -> 
     stratum = strata[0]
     arms = {a["arm"]: a for a in stratum["arms"]}
     recipe = stratum["recipe"]
+    if recipe is None:
+        raise UserError("recipe: the report's arms are methods, not tricks (--arms methods), "
+                        "so it recommends no recipe; allowed: a report of trick arms")
     keep = _order(arms, list(recipe["keep"]))
     drop = _order(arms, [a for a in recipe["safe_to_drop"] if a.endswith("_off")])
     if not keep and not drop:

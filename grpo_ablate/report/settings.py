@@ -28,6 +28,8 @@ class ReportSettings:
     runs: str | None = None           # matched | independent; None: from the source
     arms: str | None = None           # tricks | methods; None: from the arms' names
     prompts_pool: int | None = None   # the prompts that exist (caps the prompts route)
+    source: str | None = None         # lm-eval: the harness's sample logs; None: folders or a CSV
+    manifest: str | None = None       # lm-eval: path,arm,seed per run folder
     out: str | None = None            # None: the sweep folder, or beside a CSV
     figures: bool = True
     wandb: str | None = None          # offline | online: also the W&B summary run

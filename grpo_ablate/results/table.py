@@ -106,13 +106,22 @@ def per_run_means(long: pd.DataFrame) -> pd.DataFrame:
     return long.groupby(keys, sort=False, as_index=False)[metrics].mean()
 
 
-def load_results(paths: str | Path | list, with_prompts: bool = False):
+def load_results(paths: str | Path | list, with_prompts: bool = False,
+                 lm_eval: bool = False, manifest: Path | None = None):
     """The table and its warnings (corrupt records by path, dropped duplicates), from one
-    or more sweep folders, or one CSV; with `with_prompts`, also the per-prompt outcomes
-    (records that carry them, or a CSV's rows when it has a `prompt` column; None without)."""
+    or more sweep folders, or one CSV, or (`lm_eval`) the harness's sample logs
+    (results/lm_eval.py); with `with_prompts`, also the per-prompt outcomes (records that
+    carry them, a CSV's rows when it has a `prompt` column, the harness's samples)."""
     paths = [Path(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
     prompts = None
-    if len(paths) == 1 and not paths[0].is_dir():
+    if lm_eval:
+        from grpo_ablate.results.lm_eval import lm_eval_rows
+
+        long, warnings = lm_eval_rows(paths, manifest)
+        long, notes = checked_prompt_rows(long)
+        df, warnings = per_run_means(long), warnings + notes
+        prompts = long.reset_index(drop=True)
+    elif len(paths) == 1 and not paths[0].is_dir():
         df, warnings = _load_csv(paths[0]), []
         if "prompt" in df.columns:
             long, warnings = checked_prompt_rows(df)

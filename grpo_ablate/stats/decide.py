@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from grpo_ablate.stats.accounting import (
@@ -103,6 +104,11 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     wanted = [s.metric, f"raw/{s.metric}", *secondary,
               *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
     st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric], s.runs)
+    base_n = int((~np.isnan(st.column(s.baseline, s.metric))).sum())
+    if base_n < 2:
+        raise SettingError(
+            "baseline", s.baseline, f"{base_n} usable run(s) for {model}/{task}; allowed: "
+            "at least 2 seeds, which every test needs")
     relative, asked = s.min_effect_of, s
     s = resolved(s, st, s.metric)
     if not s.min_effect > 0:
@@ -115,10 +121,6 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     scoped = replace(s, scope=s.sequential.scope) if adaptive_plan else s
     primary = analyse_metric(st, scoped, s.metric, s.correction, direction, acts=acts,
                              prompts=prompts)
-    if primary.baseline["n"] < 2:
-        raise SettingError(
-            "baseline", s.baseline, f"{primary.baseline['n']} usable run(s) for "
-            f"{model}/{task}; allowed: at least 2 seeds, which every test needs")
     arms, adaptive = primary.arms, None
     if adaptive_plan:
         ladder, pending = replay_ladder(st, s.sequential, direction, prompts)
@@ -129,23 +131,27 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
                         s.sequential if adaptive else None, st)
     return StratumReport(
         model=model, task=task, baseline=primary.baseline, arms=arms, comparisons=primary.k,
-        scope=scope_in_force(scoped.scope, arms, prompts is not None), adaptive=adaptive,
+        scope=scope_in_force(scoped.scope, arms, prompts is not None, s.runs), adaptive=adaptive,
         secondary=side_metrics(st, asked, [m for m in secondary if m != s.metric]),
         stability=side_metrics(st, asked, STABILITY_METRICS, prefix="stability/"),
         beside=beside_verdicts(st, s, arms), min_effect=s.min_effect,
         margin_note=margin_note(s, primary.baseline, relative))
 
 
-def scope_in_force(scope: str, arms: tuple[ArmResult, ...], have_prompts: bool) -> str:
+def scope_in_force(scope: str, arms: tuple[ArmResult, ...], have_prompts: bool,
+                   runs: str = "matched") -> str:
     """What the stratum's verdicts generalise to: `task` (seeds and prompts as chance),
     `prompts` (these held-out prompts, as asked, or as an adaptive plan declared), or
-    `prompts (no per-prompt outcomes)`, or `prompts (no spread to split)` where the runs
-    carry them but no arm's difference has a spread (each the same on every seed and
-    prompt, or too few of them)."""
+    `prompts (no per-prompt outcomes)`, or `prompts (no seeds shared)` where matched runs
+    carry them but no arm shares 2 seeds with its baseline (the crossed test pairs seeds),
+    or `prompts (no spread to split)` where no arm's difference has a spread (each the same
+    on every seed and prompt, or too few of them)."""
     if scope == "prompts":
         return "prompts"
     if have_prompts and any(a.variance for a in arms):
         return "task"
+    if have_prompts and runs == "matched" and arms and all(a.test == "welch_t" for a in arms):
+        return "prompts (no seeds shared)"
     return "prompts (no spread to split)" if have_prompts else "prompts (no per-prompt outcomes)"
 
 

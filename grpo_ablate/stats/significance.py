@@ -220,12 +220,37 @@ def paired_power(effect: float, sd: float, n: int, alpha: float) -> float:
 
 
 def welch_power(effect: float, sd: float, n: int, alpha: float, n_base: int | None = None) -> float:
-    """Two-sided power of a two-sample t-test with n runs in the arm and n_base (default n)
-    in the baseline; the same approximation as statsmodels' TTestIndPower."""
+    """Two-sided power of Welch's t-test with n runs in the arm and n_base (default n) in
+    the baseline, both of spread sd: exact up to quadrature, integrated over the two sample
+    variances (Welch's df and standard error are estimated from them). The pooled t's power
+    (statsmodels' TTestIndPower) overstates it at a few runs per arm: 0.207 against 0.156
+    at 3 + 3 runs and 1.2 sd (scripts/check_independent.py)."""
     nb = n if n_base is None else n_base
     if n < 2 or nb < 2 or sd <= 0:
         return math.nan
-    return _t_power(effect / (sd * math.sqrt(1 / n + 1 / nb)), n + nb - 2, alpha)
+    se_hat, crit, weight, sd_diff = _welch_nodes(n, nb, alpha)
+    z = effect / sd
+    power = (weight * (special.ndtr((z - crit * se_hat) / sd_diff)
+                       + special.ndtr((-z - crit * se_hat) / sd_diff))).sum()
+    return float(min(1.0, power))
+
+
+WELCH_NODES = 48  # Gauss-Legendre nodes per sample variance: power to about 1e-4
+
+
+@lru_cache(maxsize=1024)
+def _welch_nodes(n1: int, n2: int, alpha: float) -> tuple[np.ndarray, ...]:
+    """For unit sd: Welch's estimated SE and critical t at each node of the two sample
+    variances' joint distribution (their chi-square quantiles), the nodes' weights, and the
+    true SE of the difference; cached per design, so power at any effect is one sum."""
+    u, w = np.polynomial.legendre.leggauss(WELCH_NODES)
+    u, w = (u + 1) / 2, w / 2
+    v1 = stats.chi2.ppf(u, n1 - 1) / (n1 - 1)
+    v2 = stats.chi2.ppf(u, n2 - 1) / (n2 - 1)
+    a, b = np.meshgrid(v1 / n1, v2 / n2, indexing="ij")
+    df = (a + b) ** 2 / (a ** 2 / (n1 - 1) + b ** 2 / (n2 - 1))
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    return np.sqrt(a + b), crit, np.outer(w, w), math.sqrt(1 / n1 + 1 / n2)
 
 
 def _t_power(nc: float, df: float, alpha: float) -> float:
