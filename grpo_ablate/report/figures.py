@@ -37,7 +37,7 @@ def _stratum_name(st: dict) -> str:
     return " / ".join(parts)
 
 
-FIGURES_VERSION = 1  # bump when a figure's drawing changes: drawn figures are reused by input
+FIGURES_VERSION = 2  # bump when a figure's drawing changes: drawn figures are reused by input
 INPUTS_NAME = ".inputs"
 
 
@@ -84,10 +84,13 @@ def _order(st: dict, direction: str) -> list[dict]:
 
 
 def _forest(report, st, wide: pd.DataFrame, path: Path) -> str:
+    """Each arm's difference and 95% CI; for matched runs also each seed's own difference
+    (independent runs have no seed s to set against seed s)."""
     arms = _order(st, report["direction"])
+    matched = report.get("runs", "matched") == "matched"
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(arms) + 1.6))
-    m, me = report["metric"], report["min_effect"]
-    ax.axvspan(-me, me, color="0.9", label=f"±min-effect ({me})")
+    m, me = report["metric"], st.get("min_effect") or report["min_effect"]
+    ax.axvspan(-me, me, color="0.9", label=f"±min-effect ({me:.4g})")
     ax.axvline(0, color="0.4", lw=0.8)
     base = wide[report["baseline"]]
     for y, e in enumerate(arms):
@@ -96,15 +99,16 @@ def _forest(report, st, wide: pd.DataFrame, path: Path) -> str:
             ax.plot([e["ci_low"], e["ci_high"]], [y, y], color=color, lw=2)
         if e["diff"] is not None:
             ax.plot(e["diff"], y, "o", color=color)
-        if e["arm"] in wide.columns:
+        if matched and e["arm"] in wide.columns:
             d = (wide[e["arm"]] - base).dropna().to_numpy()
             ax.plot(d, np.full(len(d), y + 0.18), ".", color="0.3", ms=3)
     ax.set_yticks(range(len(arms)), [f"{e['arm']} ({e['verdict']})" for e in arms], fontsize=8)
     better = "right" if report["direction"] == "higher" else "left"
-    ax.set_xlabel(f"difference to {report['baseline']} in {m} (95% CI; dots: single seeds; "
-                  f"better is {better})")
+    dots = "; dots: single seeds" if matched else ""
+    ax.set_xlabel(f"difference to {report['baseline']} in {m} (95% CI{dots}; better is {better})")
     name = _stratum_name(st)
-    ax.set_title(f"{name + ': ' if name else ''}effect of each trick", fontsize=10)
+    what = "arm" if report.get("arms") == "methods" else "trick"
+    ax.set_title(f"{name + ': ' if name else ''}effect of each {what}", fontsize=10)
     ax.legend(loc="lower right", fontsize=7)
     return _save(fig, path)
 
