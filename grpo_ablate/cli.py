@@ -105,19 +105,28 @@ def cmd_confirm(args: list[str]) -> int:
     confirm_line = cl.HydraLine(overrides=c.overrides,
                                 config_dirs=[*line.config_dirs, str(c.config_dir)])
     try:
-        return _sweep(confirm_line, default_sweep=False, report=c.report)
+        return _sweep(confirm_line, default_sweep=False, report=c.report, designs=False)
     except UserError:
         if written and not any(c.sweep_dir.glob("runs/*")):  # refused before any run: undone
             c.trick_file.unlink(missing_ok=True)
         raise
 
 
-def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None) -> int:
+def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None,
+           designs: bool = True) -> int:
+    """`designs`: a pair's or a screening's arms drawn from the line (not for a
+    confirmation, whose arms are its recipe and the baseline, over a screening's sweep file
+    too)."""
     overrides = cl.with_default_sweep(line.overrides) if default_sweep else line.overrides
     from grpo_ablate.launch.pair import pair_sweep
+    from grpo_ablate.launch.screening import screening_sweep
 
-    overrides, pair_dir = pair_sweep(overrides, line.search_overrides)
-    if pair_dir is not None:  # the pair's combined trick file goes on the search path
+    overrides, pair_dir = pair_sweep(overrides, line.search_overrides) if designs \
+        else (overrides, None)
+    if pair_dir is None and designs:
+        overrides, pair_dir = screening_sweep(overrides, line.search_overrides,
+                                              line.config_dirs or None)
+    if pair_dir is not None:  # the combined trick files go on the search path
         line = replace(line, overrides=overrides,
                        config_dirs=[*line.config_dirs, str(pair_dir)])
     search = line.search_overrides
@@ -215,11 +224,32 @@ def cmd_plan(args: list[str]) -> int:
         raise UserError("plan: allowed: [--pilot-steps K] [--length L] [--sims N] [--from PATH] "
                         "[--pilot-here] and overrides")
     overrides = cl.with_default_sweep(line.overrides)
+    import tempfile
+    from pathlib import Path
+
     from grpo_ablate.launch.estimate import forecast, render  # heavy: pandas, scipy
+    from grpo_ablate.launch.pair import pair_sweep
+    from grpo_ablate.launch.screening import screening_cost, screening_sweep
 
     length = opts["--length"] or None
-    print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"], length,
-                          opts["--sims"], folders, pilot_here), length))
+    with tempfile.TemporaryDirectory(prefix="grpo-ablate-plan-") as scratch:
+        # The sweep's design points as trick files, written aside: a plan writes nothing of
+        # the sweep it plans.
+        overrides, extra = pair_sweep(overrides, line.search_overrides, into=Path(scratch))
+        if extra is None:
+            overrides, extra = screening_sweep(overrides, line.search_overrides,
+                                               line.config_dirs or None, into=Path(scratch))
+        if extra is not None:
+            line = replace(line, config_dirs=[*line.config_dirs, str(extra)])
+        print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"],
+                              length, opts["--sims"], folders, pilot_here), length))
+        design = Path(scratch) / "design.json"
+        if design.is_file():
+            import json
+
+            seeds = len({s.seed for s in specs_for([*line.search_overrides, *overrides],
+                                                   multirun=True)})
+            print("\n".join(screening_cost(json.loads(design.read_text()), seeds)))
     return 0
 
 

@@ -127,7 +127,8 @@ BAD = [
     (["run", "model=nope"], "model=nope: no such model"),
     (["run", "task=nope"], "task=nope: no such task"),
     (["run", "logger=nope"], "logger=nope: no such logger"),
-    (["sweep", "sweep=nope"], "sweep=nope: no such sweep; allowed: catalog, cross_scale, demo, pair, smoke"),
+    (["sweep", "sweep=nope"], "sweep=nope: no such sweep; allowed: " + ", ".join(
+        sorted(p.stem for p in (ROOT / "grpo_ablate" / "sweeps").glob("*.yaml")))),
     (["run", "seed=-1"], "seed=-1: must be an integer >= 0"),
     (["run", "+hooks.emaa=1"], "hooks.emaa=1: unknown key; did you mean hooks.ema?"),
     (["run", "trainer.betta=0.1"], "trainer.betta=0.1: unknown key; did you mean trainer.beta?"),

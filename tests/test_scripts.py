@@ -30,6 +30,7 @@ QUICK = {
     "check_calibration.py": ["--quick"],
     "check_independent.py": ["--quick"],
     "check_plan.py": ["--quick"],
+    "check_screening.py": ["--quick"],
     "eval_share.py": [SMOKE],
     "draw_wandb_report.py": [f"{SMOKE}/wandb_report.json", "{tmp}/report.png"],
     "make_task_fixtures.py": ["--quick"],

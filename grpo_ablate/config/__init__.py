@@ -13,6 +13,8 @@ compose.py   Hydra composition, override parsing, a sweep's jobs, validation
 catalog.py   the trick catalog, read from the trick files
 combination.py  tricks applied together as one trick file (a recipe, a pair)
 pairs.py     which tricks combine and which pairs are refused, derived (`tricks --pairs`)
+screening.py    a screening design's factors, its points as trick files, design.json
+fractional.py   two-level designs drawn by pyDOE3: resolution and aliases measured, fold-over
 review.py    the source review's recipe as data, and where a config departs from it
 """
 

@@ -15,4 +15,5 @@ run_cost.py         one run's cost and throughput from finished records
 pilot.py            `plan`'s pilot runs: here, or as Slurm jobs of the sweep's launcher
 confirm.py          `confirm`: a sweep's recommended recipe run against its baseline
 pair.py             `sweep=pair pair=[A,B]`: the 2x2 factorial of two tricks
+screening.py        `sweep=screening`: a fractional factorial's points as the sweep's arms
 """

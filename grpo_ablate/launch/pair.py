@@ -20,9 +20,11 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def pair_sweep(overrides: list[str], search: list[str]) -> tuple[list[str], Path | None]:
+def pair_sweep(overrides: list[str], search: list[str], into: Path | None = None,
+               ) -> tuple[list[str], Path | None]:
     """The overrides with the pair's four arms, and the config dir holding its combined trick
-    file (None: no pair asked for)."""
+    file (None: no pair asked for). `into`: the folder to write it in instead of the
+    sweep's (`plan`)."""
     given = [o for o in overrides if _key(o) == PAIR_KEY]
     if not given:
         if "sweep=pair" in overrides:
@@ -44,7 +46,7 @@ def pair_sweep(overrides: list[str], search: list[str]) -> tuple[list[str], Path
     rest = [o for o in overrides if _key(o) not in (PAIR_KEY, "trick")]
     probe = [o for o in rest if _key(o) != "seed"]
     (spec,) = specs_for([*search, *probe, "trick=baseline", "seed=0"], multirun=True)
-    config_dir = Path(spec.sweep_dir).resolve() / "conf"
+    config_dir = (into or Path(spec.sweep_dir).resolve()) / "conf"
     path = config_dir / "trick" / f"{name}.yaml"
     text = combined.trick_yaml(f"The combination of {names[0]} and {names[1]} "
                                "(grpo-ablate sweep sweep=pair).")

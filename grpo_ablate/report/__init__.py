@@ -80,6 +80,9 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     p.add_argument("--components-from", action="append", default=[], metavar="PATH",
                    help="a sweep folder (or CSV) holding the single-trick runs of a combined "
                         "arm (`composed_of`), for its additivity only; repeatable")
+    p.add_argument("--beside", default=d.beside, metavar="PATH",
+                   help="for a screening sweep: a one-at-a-time sweep of the same recipe "
+                        "(its folder or report.json), each trick's verdicts side by side")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--wandb", choices=["offline", "online"], default=d.wandb,
                    help="also write the W&B summary run (verdict table, figures, report)")
@@ -99,7 +102,7 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
         prompts_pool=ns.prompts_pool, source=ns.source, manifest=ns.manifest,
         out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
         wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity,
-        components_from=tuple(ns.components_from))
+        components_from=tuple(ns.components_from), beside=ns.beside)
     if ns.manifest and ns.source != "lm-eval":
         raise UserError("report: --manifest names lm-eval run folders; allowed only with "
                         "--from lm-eval")
@@ -231,7 +234,18 @@ def main(args: list[str]) -> int:
 
 def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     """report.md, report.json and the figures (and the W&B summary when asked) for these
-    sweep folders or this CSV; returns the folder they are in."""
+    sweep folders or this CSV; returns the folder they are in. A screening sweep's folder
+    (design.json) gets the screening report (report/screening.py)."""
+    from grpo_ablate.config.screening import read_design
+
+    design = read_design(paths[0]) if len(paths) == 1 and paths[0].is_dir() else None
+    if design is not None:
+        from grpo_ablate.report.screening import write_screening_report
+
+        return write_screening_report(paths[0], design, settings)
+    if settings.beside:
+        raise UserError("report: --beside sets a one-at-a-time report beside a screening "
+                        "sweep's; allowed only for a sweep folder holding design.json")
     report, warnings, df = build_report(paths, settings)
     src = paths[0]
     out = Path(settings.out) if settings.out else Path("lm-eval-report") \

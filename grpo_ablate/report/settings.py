@@ -38,6 +38,7 @@ class ReportSettings:
     # Folders whose single-trick runs a combined arm's additivity reads (a confirmation's
     # sweep): read for that alone, never for verdicts.
     components_from: tuple[str, ...] = ()
+    beside: str | None = None  # a screening report: an OVAT report of the same recipe beside it
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:

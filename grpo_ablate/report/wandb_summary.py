@@ -1,5 +1,7 @@
 """The W&B summary run of a report: job_type `summary` in the sweep's group, with the verdict
-table (`wandb.Table`, one row per trick and stratum), the report's figures (`wandb.Image`)
+table (`wandb.Table`, one row per trick and stratum; a screening's effects and design
+tables), the report's figures (`wandb.Image`: a screening's Pareto, half-normal and
+interaction plots)
 and report.md / report.json as an artifact. Its id is fixed by the report's folder, so a
 re-run of the report updates the same run instead of adding another. Like every W&B call
 here it never fails the report: a problem is one warning line."""
@@ -30,6 +32,29 @@ def verdict_rows(report: dict) -> list[list]:
     return rows
 
 
+EFFECT_COLUMNS = ["effect", "kind", "estimate", "ci_low", "ci_high", "p_adjusted",
+                  "tost_p_adjusted", "mde", "verdict", "waiting_on"]
+
+
+def tables_of(report: dict) -> tuple[dict[str, tuple[list[str], list[list]]], list[str], dict]:
+    """(tables by name, the verdict of each row counted, the run's config) of a report: a
+    one-at-a-time report's verdict table, or a screening's effects and design tables."""
+    if report.get("kind") != "screening":
+        rows = verdict_rows(report)
+        return ({"verdicts": (COLUMNS, rows)}, [r[10] for r in rows],
+                {k: report[k] for k in ("metric", "direction", "alpha", "correction",
+                                        "baseline", "min_effect", "inert_below")})
+    effects = [[e["name"], e["kind"], e["effect"], e["ci"][0], e["ci"][1], e["p_adjusted"],
+                e["tost_p_adjusted"], e["mde"], e["verdict"], e["waiting_on"]]
+               for e in report["effects"]]
+    design = [[p, *row] for p, row in zip(report["points"], report["design"], strict=True)]
+    return ({"effects": (EFFECT_COLUMNS, effects),
+             "design": (["point", *report["factors"]], design)},
+            [e["verdict"] for e in report["effects"]],
+            {k: report[k] for k in ("metric", "direction", "alpha", "min_effect", "resolution",
+                                    "drawn_by", "error", "estimand")})
+
+
 def log_summary(report: dict, out_dir: Path, figures: list[str], group: str,
                 project: str = "grpo-ablate", entity: str | None = None,
                 mode: str = "offline") -> str | None:
@@ -37,21 +62,21 @@ def log_summary(report: dict, out_dir: Path, figures: list[str], group: str,
     try:
         import wandb
 
+        tables, verdicts, config = tables_of(report)
         run = wandb.init(
             project=project, entity=entity, group=group, job_type="summary",
             name=f"{group}-summary", id=summary_run_id(out_dir), resume="allow", mode=mode,
             dir=str(out_dir), reinit="finish_previous",
-            config={k: report[k] for k in ("metric", "direction", "alpha", "correction",
-                                           "baseline", "min_effect", "inert_below")},
-            settings=wandb.Settings(silent=True, init_timeout=60, console="off"))
-        rows = verdict_rows(report)
-        payload = {"verdicts": wandb.Table(columns=COLUMNS, data=rows)}
+            config=config, settings=wandb.Settings(silent=True, init_timeout=60,
+                                                   console="off"))
+        payload = {name: wandb.Table(columns=cols, data=rows)
+                   for name, (cols, rows) in tables.items()}
         payload.update({f"figures/{Path(f).stem}": wandb.Image(str(out_dir / "figures" / f))
                         for f in figures})
         run.log(payload)
         counts: dict[str, int] = {}
-        for row in rows:
-            counts[row[10]] = counts.get(row[10], 0) + 1
+        for verdict in verdicts:
+            counts[verdict] = counts.get(verdict, 0) + 1
         run.summary.update({f"verdicts/{v}": n for v, n in counts.items()})
         artifact = wandb.Artifact(f"report-{group}", type="report")
         for name in ("report.md", "report.json"):

@@ -21,5 +21,6 @@ decide.py       report.json's statistics: each stratum's arms through those step
 sequential.py   the adaptive ladder's spending boundaries and looks
 expected.py     an adaptive ladder's expected runs, by simulation (for `plan`)
 additivity.py   whether a combination's effect is the sum of its tricks' effects
+screening.py    a screening design's linear model: effects, Holm, TOST, Lenth's PSE
 errors.py       SettingError, ResultsError
 """

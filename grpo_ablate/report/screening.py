@@ -1,0 +1,274 @@
+"""The report of a screening sweep (a sweep folder holding design.json): the design line
+with its estimand, the design table, the alias structure, each effect's estimate, interval,
+Holm-adjusted p, TOST, MDE and verdict (stats/screening.py), and, beside an OVAT report of
+the same recipe (`--beside PATH`), each trick's two verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from grpo_ablate.config.fractional import ROMAN
+from grpo_ablate.errors import UserError
+from grpo_ablate.stats.screening import Term, replicates_for, screen
+from grpo_ablate.stats.verdicts import default_direction, margin_for
+
+ESTIMAND = ("the effect of switching this trick on, averaged over the design's settings of "
+            "the other factors")
+
+
+def columns_of(design: dict) -> list[Term]:
+    """One model column per alias chain of mains and two-trick interactions."""
+    index = {f["name"]: i for i, f in enumerate(design["factors"])}
+    return [Term(tuple((tuple(index[n] for n in m["term"]), m["sign"]) for m in chain))
+            for chain in design["chains"]]
+
+
+def term_text(term: Term, names: list[str]) -> str:
+    """`A`, `A x B`, or a chain: `C = A x B + D x E` (signs as the design has them)."""
+    parts = []
+    for k, (t, sign) in enumerate(term.terms):
+        text = " x ".join(names[i] for i in t)
+        parts.append(text if k == 0 else f"{'+' if sign > 0 else '-'} {text}")
+    head, rest = parts[0], parts[1:]
+    return head + (" = " + " ".join(rest).lstrip("+ ") if rest else "")
+
+
+def runs_table(df: pd.DataFrame, design: dict, metric: str) -> pd.DataFrame:
+    """The runs the model uses: one row per run with its point's levels and its seed."""
+    if metric not in df.columns:
+        raise UserError(f"--metric {metric}: not in the records; allowed: "
+                        + ", ".join(sorted(c for c in df.columns if c.startswith("eval/"))))
+    row_of = {p: i for i, p in enumerate(design["points"])}
+    used = df[df["arm"].isin(row_of) & (df["status"] != "failed")
+              & np.isfinite(df[metric].astype(float))]
+    return used.assign(point=used["arm"].map(row_of))
+
+
+def screening_report(df: pd.DataFrame, design: dict, metric: str, alpha: float,
+                     min_effect: float, min_effect_of: str | None,
+                     direction: str | None) -> dict:
+    names = [f["name"] for f in design["factors"]]
+    used = runs_table(df, design, metric)
+    if used.empty:
+        raise UserError(f"no finished run of the design has {metric}")
+    levels = np.asarray(design["design"])[used["point"].to_numpy()]
+    fraction = np.asarray(design.get("fractions") or [0] * len(design["points"]))
+    # A block per seed, and per fraction of a folded-over design (run later, apart).
+    blocks = np.array([f"{s}/{f}" for s, f in zip(used["seed"],
+                                                   fraction[used["point"].to_numpy()],
+                                                   strict=True)])
+    y = used[metric].astype(float).to_numpy()
+    columns = columns_of(design)
+    direction = direction or default_direction(metric)
+    base = used[used["arm"] == "baseline"][metric].astype(float)
+    from grpo_ablate.stats.decide import Settings
+
+    margin = margin_for(Settings(metric=metric, min_effect=min_effect,
+                                 min_effect_of=min_effect_of),
+                        float(base.mean()) if len(base) else float(np.mean(y)),
+                        float(base.std(ddof=1)) if len(base) > 1 else math.nan)
+    try:
+        fitted, rows = screen(y, levels, blocks, columns, alpha, margin, direction)
+    except ValueError as exc:
+        raise UserError(f"{metric}: {exc}") from None
+    replicates = int(used["seed"].nunique())
+    for r, term in zip(rows, columns, strict=True):
+        r["name"] = term_text(term, names)
+        r["kind"] = "main" if term.is_main else "interaction"
+        r["factors"] = [names[i] for i in term.head]
+        r["waiting_on"] = waiting_on(r, term, replicates, margin)
+    heredity(rows, columns, names)
+    expected = len(design["points"]) * replicates
+    by_point = used.groupby("point")[metric].mean()
+    point_means = [float(by_point.get(i, math.nan)) for i in range(len(design["points"]))]
+    rep = {
+        "kind": "screening", "metric": metric, "direction": direction, "alpha": alpha,
+        "min_effect": margin, "estimand": ESTIMAND, "factors": names,
+        "resolution": design["resolution"], "drawn_by": design["drawn_by"],
+        "points": design["points"], "design": design["design"],
+        "replicates": sorted(set(used["seed"].tolist())), "runs_used": int(len(y)),
+        "runs_expected": expected, "point_means": point_means, "error": fitted.method,
+        "residual_df": fitted.residual_df,
+        "effects": [{k: v for k, v in r.items() if k not in ("head", "terms")} for r in rows],
+    }
+    rep.update(recipe_fields(rep, used))
+    return rep
+
+
+def recipe_fields(rep: dict, used: pd.DataFrame) -> dict:
+    """What `grpo-ablate recipe` and `confirm` read (report/recipe.py): the main effects as
+    arms, the improving ones kept and the ones shown to do nothing safe to drop. The runs
+    are the design's seeds alone (the prompts fixed): the confirmation's scope."""
+    mains = [r for r in rep["effects"] if r["kind"] == "main"]
+    arms = [{"arm": r["factors"][0], "verdict": r["verdict"], "p_adjusted": r["p_adjusted"],
+             "diff": r["effect"]} for r in mains]
+    first = used.iloc[0] if len(used) else {}
+    return {"baseline": "baseline", "correction": "holm", "inert_below": 0.05,
+            "scope": "prompts", "strata": [{
+                "model": first.get("model", "-"), "task": first.get("task", "-"),
+                "arms": arms, "recipe": {
+                    "keep": [a["arm"] for a in arms if a["verdict"] == "improves"],
+                    "safe_to_drop": [a["arm"] for a in arms
+                                     if a["verdict"] in ("no_effect", "negligible")]}}]}
+
+
+def heredity(rows: list[dict], columns: list[Term], names: list[str]) -> None:
+    """In a chain of interactions, the terms whose two tricks both have a main effect
+    called (`likely`): effect heredity (Wu & Hamada, Experiments, 2009) makes them the
+    likelier carriers of the chain's effect. A hint for the reader, not a verdict; the plot
+    and the side-by-side table use it."""
+    called = {r["factors"][0] for r in rows
+              if len(r["factors"]) == 1 and r["verdict"] in ("improves", "harms")}
+    for r, term in zip(rows, columns, strict=True):
+        likely = [[names[i] for i in t] for t, _ in term.terms
+                  if len(t) == 2 and all(names[i] in called for i in t)]
+        r["likely"] = [" x ".join(t) for t in likely]
+        if not term.is_main and len(likely) == 1:
+            r["factors"] = likely[0]
+
+
+def waiting_on(row: dict, term: Term, replicates: int, margin: float) -> str:
+    """What would settle an open effect: a fold-over (aliased), or more replicates."""
+    if row["verdict"] == "aliased":
+        return "a fold-over (design=foldover, the sweep's own overrides) separates the " \
+            "terms of this chain"
+    if row["verdict"] != "inconclusive":
+        return ""
+    target = max(abs(row["effect"]), margin) if math.isfinite(margin) else abs(row["effect"])
+    need = replicates_for(row["mde"], replicates, target)
+    return f"about {need} replicates (seeds) for 80% power at {target:.3g}" if need else ""
+
+
+def render_screening(rep: dict, figures: list[str]) -> str:
+    names = rep["factors"]
+    roman = ROMAN.get(rep["resolution"], str(rep["resolution"]))
+    error = {
+        "ols": "the residual of the model (replicates, blocks taken out), "
+               f"{rep['residual_df']} df",
+        "lenth": f"Lenth's pseudo standard error over the {len(rep['effects'])} contrasts, "
+                 f"p-values calibrated by simulation (the model leaves {rep['residual_df']} "
+                 "residual df, under the 10 a t test needs here)",
+        "none": "none: every replicate gave the same differences to rounding, so no effect "
+                "can be tested; a zero effect is exactly zero (no_effect), any other stays "
+                "open"}[rep["error"]]
+    lines = [
+        f"# Screening report: {rep['metric']} ({rep['direction']} is better)", "",
+        f"**Design:** a two-level resolution {roman} fraction of {len(names)} factors, "
+        f"{len(rep['points'])} points x {len(rep['replicates'])} replicate(s) (seeds "
+        f"{', '.join(map(str, rep['replicates']))}); {rep['runs_used']} of "
+        f"{rep['runs_expected']} runs used; drawn by `{rep['drawn_by']}`. Each effect is "
+        f"{rep['estimand']}. Error: {error}. Holm across the {len(rep['effects'])} tested "
+        f"effects at alpha {rep['alpha']}; no effect: TOST within ±{rep['min_effect']:.3g}.",
+        "", "## Effects", "",
+        "| effect | estimate | 95% CI | p (Holm) | TOST p (Holm) | MDE | verdict | waiting on |",
+        "|---|---|---|---|---|---|---|---|"]
+    order = sorted(rep["effects"], key=lambda r: (r["kind"] != "main", -abs(r["t"])
+                                                  if math.isfinite(r["t"]) else 0))
+    for r in order:
+        lo, hi = r["ci"]
+        hint = f" (likely {', '.join(r['likely'])}: both tricks' main effects called)" \
+            if r["likely"] and r["verdict"] == "interacts" and r["kind"] == "interaction" else ""
+        lines.append(f"| {r['name']} | {r['effect']:+.4g} | [{lo:+.3g}, {hi:+.3g}] | "
+                     f"{r['p_adjusted']:.3g} | {r['tost_p_adjusted']:.3g} | {r['mde']:.3g} | "
+                     f"{r['verdict']}{hint} | {r['waiting_on']} |")
+    chains = [r["name"] for r in rep["effects"] if " = " in r["name"]]
+    lines += ["", "## Alias structure", "",
+              "Terms in one line share one column of the design: their estimate is their "
+              "signed sum (interactions of three or more tricks taken as zero)." if chains
+              else "No main effect or two-trick interaction shares a column with another.", ""]
+    lines += [f"- {c}" for c in chains]
+    lines += ["", "## Design table", "", "| point | " + " | ".join(names) + " |",
+              "|---|" + "---|" * len(names)]
+    for point, row in zip(rep["points"], rep["design"], strict=True):
+        lines.append(f"| {point} | " + " | ".join("+" if v > 0 else "-" for v in row) + " |")
+    if rep.get("beside"):
+        lines += ["", "## Beside the one-at-a-time sweep", "",
+                  f"OVAT verdicts from {rep['beside']['path']} (each trick on the baseline).",
+                  "", "| trick | OVAT | screening | interactions that may explain a "
+                  "difference |", "|---|---|---|---|"]
+        for row in rep["beside"]["rows"]:
+            lines.append(f"| {row['trick']} | {row['ovat']} | {row['screening']} | "
+                         f"{row['explains']} |")
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}](figures/{Path(f).name})"
+                                           for f in figures]
+    return "\n".join(lines) + "\n"
+
+
+def ovat_verdicts(path: Path, metric: str) -> dict[str, str]:
+    """trick -> verdict on `metric`, from an OVAT sweep's report.json."""
+    file = path / "report.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UserError(f"--beside {path}: no report.json; allowed: a reported sweep folder")
+    rep = json.loads(file.read_text())
+    if rep.get("kind") == "screening" or rep.get("metric") != metric:
+        raise UserError(f"--beside {path}: not a one-at-a-time report on {metric}")
+    out: dict[str, str] = {}
+    for st in rep.get("strata", []):
+        for arm in st.get("arms", []):
+            out.setdefault(arm["arm"], arm["verdict"])
+    return out
+
+
+def beside(rep: dict, path: Path) -> dict:
+    """Each factor's OVAT verdict beside its screening one, and the significant
+    interactions that involve it (what can make them differ)."""
+    ovat = ovat_verdicts(path, rep["metric"])
+    mains = {r["name"].split(" = ")[0]: r for r in rep["effects"] if r["kind"] == "main"}
+    inter = [r for r in rep["effects"] if r["kind"] == "interaction"
+             and r["verdict"] == "interacts"]
+    rows = []
+    for name in rep["factors"]:
+        involved = [(", ".join(r["likely"]) + " (likely)" if r["likely"] else r["name"])
+                    for r in inter if name in r["name"].split(" ")
+                    and (not r["likely"] or any(name in t.split(" x ") for t in r["likely"]))]
+        rows.append({"trick": name, "ovat": ovat.get(name, "-"),
+                     "screening": mains[name]["verdict"] if name in mains else "-",
+                     "explains": "; ".join(involved) or "-"})
+    return {"path": str(path), "rows": rows}
+
+
+def write_screening_report(sweep_dir: Path, design: dict, settings) -> Path:
+    """report.md, report.json and the figures of a screening sweep (its folder, or --out)."""
+    from grpo_ablate.records import atomic_write_text, jsonable
+    from grpo_ablate.results.table import load_results
+
+    df, warnings = load_results([sweep_dir])
+    out = Path(settings.out) if settings.out else sweep_dir
+    rep = screening_report(df, design, settings.metric, settings.alpha, settings.min_effect,
+                           settings.min_effect_of, settings.direction)
+    if settings.beside:
+        rep["beside"] = beside(rep, Path(settings.beside))
+    if rep["runs_used"] < rep["runs_expected"]:
+        warnings.append(f"{rep['runs_expected'] - rep['runs_used']} of the design's "
+                        f"{rep['runs_expected']} runs have no {rep['metric']} (not run yet, "
+                        "or failed): the model uses the rest")
+    rep["warnings"] = warnings
+    figures = []
+    if settings.figures:
+        from grpo_ablate.report.screening_figures import write_screening_figures
+
+        figures = write_screening_figures(rep, out / "figures")
+    md = render_screening(rep, figures)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    atomic_write_text(out / "report.json", json.dumps(jsonable(rep), indent=1,
+                                                      allow_nan=False) + "\n")
+    atomic_write_text(out / "report.md", md)
+    print(md.split("\n## Alias structure")[0].rstrip())
+    print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
+    if settings.wandb:
+        from grpo_ablate.report.wandb_summary import log_summary
+
+        run_id = log_summary(rep, out, figures, group=sweep_dir.name,
+                             project=settings.wandb_project, entity=settings.wandb_entity,
+                             mode=settings.wandb)
+        if run_id:
+            print(f"W&B summary run: {run_id} ({settings.wandb}, under {out / 'wandb'})")
+    return out
