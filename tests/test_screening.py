@@ -254,6 +254,9 @@ def test_a_killed_screening_sweep_resumes_and_shares_the_one_at_a_time_runs(tmp_
     assert row["effects/nrows"] == len(report["effects"]) and row["design/nrows"] == 8
     drawn = {p.stem for p in (sweep / "figures").glob("screening_*.png")}
     assert {k.split("/")[1] for k in row if k.startswith("figures/")} == drawn
+    spec = (sweep / "wandb_report.json").read_text()  # the W&B report: the same panels
+    assert '"effects"' in spec and '"design"' in spec
+    assert all(f"figures/{name}" in spec for name in drawn)
     # confirm PATH: the recipe a screening recommends, against its baseline. The premise
     # planted: ema_0.9 kept (four steps of the tiny policy decide nothing).
     report["strata"][0]["recipe"] = {"keep": ["ema_0.9"], "safe_to_drop": []}

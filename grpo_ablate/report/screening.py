@@ -271,4 +271,9 @@ def write_screening_report(sweep_dir: Path, design: dict, settings) -> Path:
                              mode=settings.wandb)
         if run_id:
             print(f"W&B summary run: {run_id} ({settings.wandb}, under {out / 'wandb'})")
+        from grpo_ablate.report.wandb_dashboard import write_dashboard
+
+        write_dashboard(rep, out, [sweep_dir], sweep_dir.name, settings.wandb_project,
+                        settings.wandb_entity, run_id, figures,
+                        online=settings.wandb == "online")
     return out

@@ -136,24 +136,48 @@ def waiting_lines(report: dict) -> list[str]:
             for st in report["strata"] for a in st["arms"] if a.get("waiting_on")]
 
 
+def screening_blocks(wr, report: dict, summary_runset, figures: list[str]) -> list:
+    """A screening's panels: its design line, the effects and design tables, the Pareto
+    chart, the half-normal plot and each interaction plot (the summary run's)."""
+    names = [Path(f).stem for f in figures]
+    media = [wr.MediaBrowser(title=n.replace("screening_", "").replace("_", " "),
+                             media_keys=[f"figures/{n}"]) for n in names]
+    return [wr.P(f"Screening of {len(report['factors'])} tricks on {report['metric']} "
+                 f"({report['direction']} is better): a resolution {report['resolution']} "
+                 f"design of {len(report['points'])} points x {len(report['replicates'])} "
+                 f"seed(s). Each effect is {report['estimand']}."),
+            wr.H2("Effects"),
+            wr.PanelGrid(runsets=[summary_runset],
+                         panels=[wr.WeavePanelSummaryTable(table_name="effects"), *media]),
+            wr.H2("Design"),
+            wr.PanelGrid(runsets=[summary_runset],
+                         panels=[wr.WeavePanelSummaryTable(table_name="design")])]
+
+
 def dashboard_report(report: dict, runs: SweepRuns, summary_id: str | None, figures: list[str]):
     """The wandb-workspaces Report for one sweep's report (no network)."""
     import wandb_workspaces.reports.v2 as wr
 
     summary = (f"Group = {_quote(runs.group)} and JobType = 'summary'"
                + (f" and ID = {_quote(summary_id)}" if summary_id else ""))
-    verdict_panels = [wr.WeavePanelSummaryTable(table_name="verdicts")]
-    if "forest.png" in figures:
-        verdict_panels.append(wr.MediaBrowser(title="forest plot", media_keys=["figures/forest"]))
-    blocks = [wr.P(design_line(report)),
-              wr.H2("Verdicts"),
-              wr.PanelGrid(runsets=[_runset(wr, "summary", summary)], panels=verdict_panels)]
+    if report.get("kind") == "screening":
+        blocks = screening_blocks(wr, report, _runset(wr, "summary", summary), figures)
+    else:
+        verdict_panels = [wr.WeavePanelSummaryTable(table_name="verdicts")]
+        if "forest.png" in figures:
+            verdict_panels.append(wr.MediaBrowser(title="forest plot",
+                                                  media_keys=["figures/forest"]))
+        blocks = [wr.P(design_line(report)),
+                  wr.H2("Verdicts"),
+                  wr.PanelGrid(runsets=[_runset(wr, "summary", summary)],
+                               panels=verdict_panels)]
     for model, task in runs.strata:
         blocks += [wr.H2(f"Runs: {model} / {task}"), stratum_grid(wr, report, runs, model, task)]
     if not runs.strata:
         blocks.append(wr.P("No run of this report was logged to W&B (logger=wandb): only the "
                            "summary run's verdicts and figures are shown."))
-    waiting = waiting_lines(report)
+    waiting = waiting_lines(report) if report.get("kind") != "screening" else [
+        f"{e['name']}: {e['waiting_on']}" for e in report["effects"] if e["waiting_on"]]
     blocks += [wr.H2("Open arms: what each is waiting on"),
                wr.UnorderedList(items=waiting) if waiting else wr.P("Every arm is decided.")]
     blocks += [wr.H3("Built from"),
