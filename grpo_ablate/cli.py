@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from typing import Any
 
 from grpo_ablate import __version__
 from grpo_ablate import command_line as cl
@@ -112,20 +113,30 @@ def cmd_confirm(args: list[str]) -> int:
         raise
 
 
+def _design_arms(line: cl.HydraLine, overrides: list[str], into=None) -> tuple[list[str], Any]:
+    """The arms a design draws from the line (a pair, a screening, a leave-one-out or add-one
+    topology) as trick files in a config dir, with the overrides that run them; (overrides,
+    None) when the line asks for none. `into`: where to write them instead of the sweep."""
+    from grpo_ablate.launch.pair import pair_sweep
+    from grpo_ablate.launch.screening import screening_sweep
+    from grpo_ablate.launch.topology import topology_sweep
+
+    search, dirs = line.search_overrides, line.config_dirs or None
+    out, where = pair_sweep(overrides, search, into=into)
+    if where is None:
+        out, where = screening_sweep(out, search, dirs, into=into)
+    if where is None:
+        out, where = topology_sweep(out, search, dirs, into=into)
+    return out, where
+
+
 def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None,
            designs: bool = True) -> int:
     """`designs`: a pair's or a screening's arms drawn from the line (not for a
     confirmation, whose arms are its recipe and the baseline, over a screening's sweep file
     too)."""
     overrides = cl.with_default_sweep(line.overrides) if default_sweep else line.overrides
-    from grpo_ablate.launch.pair import pair_sweep
-    from grpo_ablate.launch.screening import screening_sweep
-
-    overrides, pair_dir = pair_sweep(overrides, line.search_overrides) if designs \
-        else (overrides, None)
-    if pair_dir is None and designs:
-        overrides, pair_dir = screening_sweep(overrides, line.search_overrides,
-                                              line.config_dirs or None)
+    overrides, pair_dir = _design_arms(line, overrides) if designs else (overrides, None)
     if pair_dir is not None:  # the combined trick files go on the search path
         line = replace(line, overrides=overrides,
                        config_dirs=[*line.config_dirs, str(pair_dir)])
@@ -228,17 +239,13 @@ def cmd_plan(args: list[str]) -> int:
     from pathlib import Path
 
     from grpo_ablate.launch.estimate import forecast, render  # heavy: pandas, scipy
-    from grpo_ablate.launch.pair import pair_sweep
-    from grpo_ablate.launch.screening import screening_cost, screening_sweep
+    from grpo_ablate.launch.screening import screening_cost
 
     length = opts["--length"] or None
     with tempfile.TemporaryDirectory(prefix="grpo-ablate-plan-") as scratch:
         # The sweep's design points as trick files, written aside: a plan writes nothing of
         # the sweep it plans.
-        overrides, extra = pair_sweep(overrides, line.search_overrides, into=Path(scratch))
-        if extra is None:
-            overrides, extra = screening_sweep(overrides, line.search_overrides,
-                                               line.config_dirs or None, into=Path(scratch))
+        overrides, extra = _design_arms(line, overrides, into=Path(scratch))
         if extra is not None:
             line = replace(line, config_dirs=[*line.config_dirs, str(extra)])
         print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"],

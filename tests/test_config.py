@@ -28,7 +28,7 @@ def test_catalog_matches_design():
     sampling, one file each, every variant with its paper and claim; the sweep files run
     exactly them."""
     tricks = load_catalog()
-    assert (len(CATALOG), len(VARIANTS), len(VLLM)) == (24, 26, 3)
+    assert (len(CATALOG), len(VARIANTS), len(VLLM)) == (24, 39, 3)
     assert all(t.get("claim") and t.get("source") for t in tricks
                if t.get("catalog") in ("variants", "vllm"))
     # One file per trick; a former name is a registered choice, not a file.

@@ -87,6 +87,10 @@ def test_the_pair_table_decides_every_pair_and_a_refused_pair_is_one_line(tmp_pa
 # groups for dynamic sampling, varied ones with positive advantages, rewards below the
 # filter's threshold and outside the clip), 2-token completions (the overlong tricks),
 # updates large enough that a reused batch is off-policy (KL-Cov), a KL guard out of reach.
+# Whose acting the policy's own generations decide, and a test builds elsewhere: Clip-Cov's
+# covariance window (tests/test_variants.py), the prompt-level loss's token counts per group
+# (1 or 2 tokens here; tests/test_catalog_2026.py plants them).
+POLICY_DECIDES = ("clip_cov", "prompt_loss")
 ACTS = ["trainer.learning_rate=2e-3", "trainer.max_completion_length=2", "trainer.max_steps=2",
         "eval.every_steps=0", "eval.sampled_k=1", "guard.kl_abort=1e12", "run_cache=null"]
 
@@ -123,18 +127,26 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
 
     def measures(arm: str) -> list[str]:
         keys = [k.removeprefix("hooks.") for k in records[arm]["config"]["trick"]["keys"]]
-        return [measure_of(HOOKS[k])[0] for k in keys if k in HOOKS and k != "clip_cov"
-                and measure_of(HOOKS[k])[0] is not None]
+        return [measure_of(HOOKS[k])[0] for k in keys if k in HOOKS
+                and k not in POLICY_DECIDES and measure_of(HOOKS[k])[0] is not None]
 
     acting = {arm: [m for m in measures(arm) if records[arm]["activity"]["details"].get(m)]
               for arm in hooks}
     # Alone, every arm with a measure acts here but the length penalty: at 2 tokens every
     # completion has one length, and its measure (groups whose advantages it moved) is 0.
     assert {arm for arm, m in acting.items() if m} == set(hooks) - {
-        "clip_cov", "ema_0.9", "adv_norm_global", "length_penalty_task"}
+        "clip_cov", "ema_0.9", "adv_norm_global", "length_penalty_task", "loss_prompt_level"}
     silent = {}
     for a, b in allowed:
         details = records[f"{a}__{b}"]["activity"]["details"]
         silent.update({(a, b, m): details.get(m) for m in acting[a] + acting[b]
                        if not details.get(m)})
-    assert silent == {}
+    # One pair where the second has nothing left to act on, by the first's formula: MaxRL's
+    # advantages of the planted groups stay inside the clip's [-2, 2] (at most 1.91).
+    import torch
+
+    from grpo_ablate.hook_tricks.maxrl import maxrl_advantages
+
+    planted_maxrl = maxrl_advantages(torch.tensor(planted_groups(16)), 16).nan_to_num(nan=0.0)
+    assert planted_maxrl.abs().max() < 2
+    assert silent == {("adv_maxrl", "adv_clip_2", "adv_clip"): 0.0}

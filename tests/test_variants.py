@@ -329,7 +329,12 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
                           "kl_bias_corrected", "loss_sapo", "loss_luspo", "loss_vespo",
                           "off_policy_mask_0.5", "lm_head_fp32", "entropy_adaptive",
                           "ref_reset_200", "adv_positive_0.1", "adv_passk_4", "clip_cov",
-                          "kl_cov", "reuse_2x_ratio_clip_off"}
+                          "kl_cov", "reuse_2x_ratio_clip_off",
+                          # the 2026 catalog (tests/test_catalog_2026.py: their formulas)
+                          "adv_rloo", "adv_maxrl", "adv_batch_mean_std", "adv_clip_2",
+                          "reward_scale_pm1", "zero_variance_filter", "loss_prompt_level",
+                          "lite_ppo", "ratio_clip_high_0.24", "ratio_clip_high_0.32",
+                          "staleness_2", "staleness_8", "top_p_1.0"}
     # Two arms have nothing to act on here, and their measures say so: a fp32 policy's
     # logits are fp32 already; LUSPO's length weight is a constant where every completion
     # has the 2 tokens the limit cuts them to (its acting: the fixed batch's varied lengths).
@@ -347,6 +352,12 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     # a batch built for it above.
     assert 0 <= acted.pop("clip_cov") <= 1
     assert by_arm["clip_cov"]["activity"]["measure"].endswith("whose advantage clip_cov changed")
+    # The prompt-level loss acts where a step's groups hold different token counts, which at
+    # 1-2 tokens the policy's answers decide: its acting is on planted lengths
+    # (tests/test_catalog_2026.py); here it completes and says what it measures.
+    assert 0 <= acted.pop("loss_prompt_level") <= 1
+    assert by_arm["loss_prompt_level"]["activity"]["measure"].endswith(
+        "whose advantage prompt_loss changed")
     assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
     against = {a: r["config"]["trick"].get("against", "baseline") for a, r in by_arm.items()}
     assert (against["loss_sapo"], against["loss_vespo"], against["off_policy_mask_0.5"],

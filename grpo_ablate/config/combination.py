@@ -32,16 +32,23 @@ class Combination:
     modules: tuple[str, ...] = ()
     passed_over: tuple[tuple[str, str, str], ...] = ()
     changes: str = ""
+    against: str | None = None   # the arm it is compared with (default: the baseline)
+    topology: str | None = None  # its place in a leave-one-out or add-one sweep, in words
 
     def trick_yaml(self, comment: str = "") -> str:
         """The trick file a user can keep as <config dir>/trick/<name>.yaml."""
         meta: dict[str, Any] = {
             "id": self.name, "family": "combination",
             "changes": self.changes or " + ".join(self.tricks),
-            "prior": "a combination of single-trick verdicts: confirm it against the baseline",
+            "prior": self.topology
+            or "a combination of single-trick verdicts: confirm it against the baseline",
             "keys": sorted(self.settings), "composed_of": list(self.tricks)}
         if self.modules:
             meta["modules"] = list(self.modules)
+        if self.against:
+            meta["against"] = self.against
+        if self.topology:
+            meta["topology"] = self.topology
         body: dict[str, Any] = {"trick": meta}
         for key, value in self.settings.items():
             node = body

@@ -204,7 +204,9 @@ SCHEMA: dict[str, Any] = {
     # (grpo_ablate/hook_tricks/); formerly: a renamed trick's first name (its run ids keep
     # it); called_as: set by a former name's choice (config/registry.py), for the notice;
     # against: the arm it is compared with (default: baseline), one it can act on;
-    # composed_of: the tricks a combined trick (a sweep's recipe, a pair) applies together.
+    # composed_of: the tricks a combined trick (a sweep's recipe, a pair) applies together;
+    # control: near_null for an arm expected to be (almost) inert, the report's live check of
+    # false positives; inert: where an arm has nothing to act on, in words.
     "trick": {
         "id": ANY,
         "family": ANY,
@@ -221,6 +223,9 @@ SCHEMA: dict[str, Any] = {
         "source": ANY,
         "against": ANY,
         "composed_of": ANY,  # a combined trick's tricks (config/combination.py)
+        "control": one_of("near_null"),
+        "inert": ANY,
+        "topology": ANY,  # a leave-one-out or add-one arm's place in its sweep
     },
     "logger": {
         "backend": one_of("none", "wandb"),

@@ -27,6 +27,7 @@ class DropBatch:
     rewards: Any      # [completions]
     step: int
     max_steps: int
+    group_size: int = 1  # completions per prompt: groups are consecutive
 
 
 @dataclass
@@ -56,6 +57,9 @@ class StepBatch:
     rewards: Any      # [completions] the weighted rewards the advantage saw
     group_size: int
     step: int
+    scale_rewards: str = "group"  # TRL's scaling: group | batch | none
+    lengths: Any = None  # [completions] completion tokens the loss counts
+    keep: Any = None     # [completions] bool, the rows drop_samples kept; None: all of them
 
 
 @dataclass

@@ -45,6 +45,7 @@ def records_table(records) -> pd.DataFrame:
                "composed_of": "+".join(((r.config or {}).get("trick") or {}).get(
                    "composed_of") or []) or None,
                "prior": prior_of((r.config or {}).get("trick") or {}),
+               "control": ((r.config or {}).get("trick") or {}).get("control"),
                "diagnostic_rules": ",".join(sorted({d["rule"] for d in r.diagnostics})),
                "wall_seconds": r.wall_seconds,
                "prompt_pool": (r.prompts or {}).get("pool", math.nan),

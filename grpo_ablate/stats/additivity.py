@@ -48,10 +48,10 @@ def additivity(combined: np.ndarray, singles: np.ndarray, baseline: np.ndarray,
                min_effect: float, alpha: float = 0.05) -> Additivity:
     """`combined`, `baseline`: one value per matched seed; `singles`: seeds x tricks."""
     combined, baseline = np.asarray(combined, float), np.asarray(baseline, float)
-    singles = np.asarray(singles, float).reshape(len(combined), -1)
     n = len(combined)
-    if n == 0:
+    if n == 0:  # (no seed has every single-trick run: a topology sweep's arms, say)
         return Additivity(0, None, None, None, None, None, "cannot tell yet (+2 seeds)", 2)
+    singles = np.asarray(singles, float).reshape(n, -1)
     observed = combined - baseline
     predicted = (singles - baseline[:, None]).sum(axis=1)
     d = observed - predicted

@@ -53,7 +53,8 @@ class HookDispatch(LossPoint):
         if mode == "train":
             for hook, value in hooks_at("drop_samples", self.ablation_hooks):
                 keep = hook.drop_samples(DropBatch(shaped, self.state.global_step,
-                                                   self.state.max_steps), value)
+                                                   self.state.max_steps, self.num_generations),
+                                         value)
                 if keep is not None:
                     keeps.append((hook.name, keep))
         scored = ScoredRows(rewards=shaped, keeps=tuple(keeps))
@@ -174,9 +175,14 @@ class HookDispatch(LossPoint):
         if not on:
             return
 
+        lengths = self.accelerator.gather(out["completion_mask"].sum(1))
+
         def run(full: torch.Tensor) -> torch.Tensor:
+            keep = None if scored.keep is None else scored.keep.to(full.device)
             batch = StepBatch(advantages=full, rewards=scored.rewards.to(full.device),
-                              group_size=self.num_generations, step=self.state.global_step)
+                              group_size=self.num_generations, step=self.state.global_step,
+                              scale_rewards=self.scale_rewards, lengths=lengths.to(full.device),
+                              keep=keep)
             for hook, value in on:
                 new = hook.advantages(batch, value)
                 if mode == "train":
