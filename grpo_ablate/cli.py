@@ -132,7 +132,7 @@ def _design_arms(line: cl.HydraLine, overrides: list[str], into=None) -> tuple[l
 
 def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None,
            designs: bool = True) -> int:
-    """`designs`: a pair's or a screening's arms drawn from the line (not for a
+    """`designs`: a design's arms drawn from the line (`_design_arms`; not for a
     confirmation, whose arms are its recipe and the baseline, over a screening's sweep file
     too)."""
     overrides = cl.with_default_sweep(line.overrides) if default_sweep else line.overrides

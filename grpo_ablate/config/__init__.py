@@ -24,6 +24,7 @@ from grpo_ablate.config.compose import (
     expand_jobs,
     lora_keys_alone,
     one_line,
+    override_key,
     parse_overrides,
     specs_for,
     validate,
@@ -37,7 +38,7 @@ __all__ = [
     "CONF_DIR", "PACKAGE_DIR", "REPO_ROOT", "SWEEPS_DIR", "RunSpec", "check_layout",
     "check_trainable", "completions_per_step", "compose", "computation_key", "expand_jobs",
     "grpo_config_fields", "grpo_kwargs", "groups_per_step", "lora_keys_alone",
-    "model_label", "one_line",
+    "model_label", "one_line", "override_key",
     "parse_overrides",
     "run_id", "specs_for", "validate",
 ]

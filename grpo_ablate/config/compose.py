@@ -198,6 +198,11 @@ def _explain_compose_error(exc: BaseException, overrides: list[str]) -> str:
     return msg
 
 
+def override_key(override: str) -> str:
+    """The config key a command-line override sets (`+trick=a,b` -> trick)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def parse_overrides(overrides: list[str]) -> list:
     try:
         return OverridesParser.create().parse_overrides(list(overrides))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpo_ablate.config import specs_for
+from grpo_ablate.config import override_key, specs_for
 from grpo_ablate.config.combination import combine
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import atomic_write_text
@@ -16,16 +16,12 @@ from grpo_ablate.records import atomic_write_text
 PAIR_KEY = "pair"
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def pair_sweep(overrides: list[str], search: list[str], into: Path | None = None,
                ) -> tuple[list[str], Path | None]:
     """The overrides with the pair's four arms, and the config dir holding its combined trick
     file (None: no pair asked for). `into`: the folder to write it in instead of the
     sweep's (`plan`)."""
-    given = [o for o in overrides if _key(o) == PAIR_KEY]
+    given = [o for o in overrides if override_key(o) == PAIR_KEY]
     if not given:
         if "sweep=pair" in overrides:
             raise UserError("sweep=pair: pair=[A,B] names the two tricks; allowed: two tricks "
@@ -43,8 +39,8 @@ def pair_sweep(overrides: list[str], search: list[str], into: Path | None = None
         raise UserError(f"pair={value}: {names[0]} and {names[1]} are arms of one family "
                         f"({combined.families[names[0]]}): they cannot be applied together; "
                         "allowed: two tricks of different families")
-    rest = [o for o in overrides if _key(o) not in (PAIR_KEY, "trick")]
-    probe = [o for o in rest if _key(o) != "seed"]
+    rest = [o for o in overrides if override_key(o) not in (PAIR_KEY, "trick")]
+    probe = [o for o in rest if override_key(o) != "seed"]
     (spec,) = specs_for([*search, *probe, "trick=baseline", "seed=0"], multirun=True)
     config_dir = (into or Path(spec.sweep_dir).resolve()) / "conf"
     path = config_dir / "trick" / f"{name}.yaml"

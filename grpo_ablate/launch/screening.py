@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from grpo_ablate.config import compose, expand_jobs, specs_for
+from grpo_ablate.config import compose, expand_jobs, override_key, specs_for
 from grpo_ablate.config.fractional import draw, folded_over
 from grpo_ablate.config.screening import (
     REVIEW_FACTORS,
@@ -30,12 +30,8 @@ KEYS = ("factors", "resolution", "runs", "design")
 DESIGNS = ("screening", "foldover")
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def _value(overrides: list[str], key: str) -> str | None:
-    given = [o.split("=", 1)[1].strip() for o in overrides if _key(o) == key]
+    given = [o.split("=", 1)[1].strip() for o in overrides if override_key(o) == key]
     return given[-1] if given else None
 
 
@@ -50,7 +46,7 @@ def _int(text: str | None, key: str, allowed: str) -> int | None:
 
 def wants_screening(overrides: list[str]) -> bool:
     return "sweep=screening" in overrides or _value(overrides, "design") is not None \
-        or any(_key(o) in ("factors", "resolution") for o in overrides)
+        or any(override_key(o) in ("factors", "resolution") for o in overrides)
 
 
 def screening_sweep(overrides: list[str], search: list[str],
@@ -65,7 +61,7 @@ def screening_sweep(overrides: list[str], search: list[str],
     if design not in DESIGNS:
         raise UserError(f"design={design}: allowed: {'|'.join(DESIGNS)}")
     given = _value(overrides, "factors")
-    if design == "foldover" and any(_key(o) in ("factors", "resolution", "runs")
+    if design == "foldover" and any(override_key(o) in ("factors", "resolution", "runs")
                                     for o in overrides):
         raise UserError("design=foldover: the factors and design are the screening's own "
                         "(its design.json); allowed: the screening sweep's own overrides "
@@ -74,11 +70,11 @@ def screening_sweep(overrides: list[str], search: list[str],
         if given else list(REVIEW_FACTORS)
     resolution = _int(_value(overrides, "resolution"), "resolution", "3, 4 or 5")
     points = _int(_value(overrides, "runs"), "runs", "the design's runs per seed, e.g. 32")
-    rest = [o for o in overrides if _key(o) not in (*KEYS, "trick")]
-    if any(_key(o) == "trick" for o in overrides):
+    rest = [o for o in overrides if override_key(o) not in (*KEYS, "trick")]
+    if any(override_key(o) == "trick" for o in overrides):
         raise UserError("trick=: a screening sweep sets each run's tricks from its design; "
                         "allowed: factors=[A,B,...] (tricks of `grpo-ablate tricks`)")
-    probe = [o for o in rest if _key(o) != "seed"]
+    probe = [o for o in rest if override_key(o) != "seed"]
     (job, *_) = expand_jobs([*search, *probe, "trick=baseline", "seed=0"])
     (spec,) = specs_for(job, multirun=True)
     sweep_dir = Path(spec.sweep_dir).resolve()

@@ -13,9 +13,10 @@ caches, resumes and launches as an arm:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from grpo_ablate.config import specs_for
+from grpo_ablate.config import override_key, specs_for
 from grpo_ablate.config.combination import Combination, combine, trick_settings
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import atomic_write_text
@@ -26,16 +27,12 @@ ADD_ONE_TRICKS = ("kl_off", "entropy_coef_0.01", "overlong_soft", "zero_variance
 OWN_KEYS = ("recipe", "base", "tricks")
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def _names(value: str) -> list[str]:
     return [n.strip().strip("'\"") for n in value.strip().strip("[]").split(",") if n.strip()]
 
 
 def _given(overrides: list[str], key: str) -> str | None:
-    found = [o.split("=", 1)[1] for o in overrides if _key(o) == key]
+    found = [o.split("=", 1)[1] for o in overrides if override_key(o) == key]
     return found[-1] if found else None
 
 
@@ -59,26 +56,32 @@ def topology_arms(topology: str, overrides: list[str],
                   config_dirs: list[str] | None) -> list[Combination]:
     """The combined tricks of a leave-one-out or add-one sweep, in launch order; refusals in
     one line (exit 2) before anything is written."""
-    if topology == "leave_one_out":
-        value = _given(overrides, "recipe")
-        if value is None or value == "baseline":
-            raise UserError("sweep=leave_one_out: recipe= names the recipe to remove tricks from; "
-                            "allowed: a finished sweep folder, a combined trick file, or a list "
-                            "of at least 2 tricks, e.g. recipe=[kl_off,grad_norm_off,"
-                            "zero_variance_filter]")
-        tricks = recipe_tricks(value, config_dirs)
-        if len(set(tricks)) < 2 or "baseline" in tricks:
-            raise UserError(f"sweep=leave_one_out recipe={value}: {len(set(tricks))} trick(s); "
-                            "allowed: a recipe of at least 2 different tricks (with one, the "
-                            "removal is the baseline: a one-at-a-time sweep)")
-        full = _combined("loo_full", tricks, config_dirs, None,
-                         f"leave-one-out: the full recipe {' + '.join(tricks)}")
-        out = [full]
-        for t in full.tricks:
-            rest = [x for x in full.tricks if x != t]
-            out.append(_combined(f"loo_minus_{t}", rest, config_dirs, "loo_full",
-                                 f"leave-one-out: the recipe without {t}"))
-        return out
+    return (_leave_one_out if topology == "leave_one_out" else _add_one)(overrides, config_dirs)
+
+
+def _leave_one_out(overrides: list[str], config_dirs: list[str] | None) -> list[Combination]:
+    value = _given(overrides, "recipe")
+    if value is None or value == "baseline":
+        raise UserError("sweep=leave_one_out: recipe= names the recipe to remove tricks from; "
+                        "allowed: a finished sweep folder, a combined trick file, or a list "
+                        "of at least 2 tricks, e.g. recipe=[kl_off,grad_norm_off,"
+                        "zero_variance_filter]")
+    tricks = recipe_tricks(value, config_dirs)
+    if len(set(tricks)) < 2 or "baseline" in tricks:
+        raise UserError(f"sweep=leave_one_out recipe={value}: {len(set(tricks))} trick(s); "
+                        "allowed: a recipe of at least 2 different tricks (with one, the "
+                        "removal is the baseline: a one-at-a-time sweep)")
+    full = _combined("loo_full", tricks, config_dirs, None,
+                     f"leave-one-out: the full recipe {' + '.join(tricks)}")
+    out = [full]
+    for t in full.tricks:
+        rest = [x for x in full.tricks if x != t]
+        out.append(_combined(f"loo_minus_{t}", rest, config_dirs, "loo_full",
+                             f"leave-one-out: the recipe without {t}"))
+    return out
+
+
+def _add_one(overrides: list[str], config_dirs: list[str] | None) -> list[Combination]:
     base_value = _given(overrides, "base") or "lite_ppo"
     base = _names(base_value)
     additions = _names(_given(overrides, "tricks") or ",".join(ADD_ONE_TRICKS))
@@ -106,8 +109,6 @@ def _combined(name: str, tricks: list[str], config_dirs: list[str] | None,
         raise UserError(f"{name}: {arm} and {kept} are arms of one family "
                         f"({combined.families[kept]}): they cannot be applied together; "
                         "allowed: tricks of different families")
-    from dataclasses import replace
-
     return replace(combined, against=against, topology=topology,
                    changes=topology.split(": ", 1)[1])
 
@@ -118,17 +119,17 @@ def topology_sweep(overrides: list[str], search: list[str], config_dirs: list[st
     (None: the line asks for no topology). `into`: where to write them instead (`plan`)."""
     topology = next((t for t in TOPOLOGIES if f"sweep={t}" in overrides), None)
     if topology is None:
-        stray = [o for o in overrides if _key(o) in ("base", "tricks")]
+        stray = [o for o in overrides if override_key(o) in ("base", "tricks")]
         if stray:
             raise UserError(f"{stray[0]}: only for sweep=add_one; allowed: sweep=add_one "
                             "base=TRICK tricks=[A,B]")
         return overrides, None
-    if any(_key(o) == "trick" for o in overrides):
+    if any(override_key(o) == "trick" for o in overrides):
         raise UserError(f"sweep={topology}: the sweep chooses its arms; allowed: recipe=/base=/"
                         "tricks=, not trick=")
     arms = topology_arms(topology, overrides, config_dirs)
-    rest = [o for o in overrides if _key(o) not in OWN_KEYS]
-    probe = [o for o in rest if _key(o) != "seed"]
+    rest = [o for o in overrides if override_key(o) not in OWN_KEYS]
+    probe = [o for o in rest if override_key(o) != "seed"]
     (spec,) = specs_for([*search, *probe, "trick=baseline", "seed=0"], multirun=True)
     config_dir = (into or Path(spec.sweep_dir).resolve()) / "conf"
     for arm in arms:
