@@ -85,3 +85,16 @@ def test_leave_one_out_and_add_one_run_and_their_reports_test_each_change(tiny_p
         (stratum,) = report["strata"]
         assert {a["arm"]: a["against"] for a in stratum["arms"]} == expected
         assert all(a["verdict"] for a in stratum["arms"])
+
+
+def test_the_forest_plots_seed_dots_are_differences_to_the_arm_compared_with():
+    import pandas as pd
+
+    from grpo_ablate.report.figures import compared_with, seed_differences
+
+    wide = pd.DataFrame({"baseline": [0.5, 0.6], "loo_full": [0.7, 0.9],
+                         "loo_minus_kl_off": [0.6, 0.8]}, index=[0, 1])
+    row = {"arm": "loo_minus_kl_off", "against": "loo_full"}
+    assert compared_with(row, "baseline") == "loo_full"
+    assert seed_differences(wide, "loo_minus_kl_off", "loo_full") == pytest.approx([-0.1, -0.1])
+    assert compared_with({"arm": "loo_full", "against": None}, "baseline") == "baseline"

@@ -37,7 +37,7 @@ def _stratum_name(st: dict) -> str:
     return " / ".join(parts)
 
 
-FIGURES_VERSION = 2  # bump when a figure's drawing changes: drawn figures are reused by input
+FIGURES_VERSION = 3  # bump when a figure's drawing changes: drawn figures are reused by input
 INPUTS_NAME = ".inputs"
 
 
@@ -83,6 +83,18 @@ def _order(st: dict, direction: str) -> list[dict]:
     return sorted(st["arms"], key=lambda e: sign * e["diff"] if e["diff"] is not None else -9)
 
 
+def compared_with(arm: dict, baseline: str) -> str:
+    """The arm a report row is compared with: its trick file's `against`, or the baseline."""
+    return arm.get("against") or baseline
+
+
+def seed_differences(wide: pd.DataFrame, arm: str, against: str) -> np.ndarray:
+    """Each matched seed's own difference of `arm` to the arm it is compared with."""
+    if arm not in wide.columns or against not in wide.columns:
+        return np.array([])
+    return (wide[arm] - wide[against]).dropna().to_numpy()
+
+
 def _forest(report, st, wide: pd.DataFrame, path: Path) -> str:
     """Each arm's difference and 95% CI; for matched runs also each seed's own difference
     (independent runs have no seed s to set against seed s)."""
@@ -92,20 +104,25 @@ def _forest(report, st, wide: pd.DataFrame, path: Path) -> str:
     m, me = report["metric"], st.get("min_effect") or report["min_effect"]
     ax.axvspan(-me, me, color="0.9", label=f"±min-effect ({me:.4g})")
     ax.axvline(0, color="0.4", lw=0.8)
-    base = wide[report["baseline"]]
+    def against(e: dict) -> str:
+        return compared_with(e, report["baseline"])
+
     for y, e in enumerate(arms):
         color = COLORS[e["verdict"]]
         if e["ci_low"] is not None:
             ax.plot([e["ci_low"], e["ci_high"]], [y, y], color=color, lw=2)
         if e["diff"] is not None:
             ax.plot(e["diff"], y, "o", color=color)
-        if matched and e["arm"] in wide.columns:
-            d = (wide[e["arm"]] - base).dropna().to_numpy()
+        if matched:
+            d = seed_differences(wide, e["arm"], against(e))
             ax.plot(d, np.full(len(d), y + 0.18), ".", color="0.3", ms=3)
-    ax.set_yticks(range(len(arms)), [f"{e['arm']} ({e['verdict']})" for e in arms], fontsize=8)
+    vs = {e["arm"]: f" vs {against(e)}" for e in arms if against(e) != report["baseline"]}
+    ax.set_yticks(range(len(arms)), [f"{e['arm']}{vs.get(e['arm'], '')} ({e['verdict']})"
+                                     for e in arms], fontsize=8)
     better = "right" if report["direction"] == "higher" else "left"
     dots = "; dots: single seeds" if matched else ""
-    ax.set_xlabel(f"difference to {report['baseline']} in {m} (95% CI{dots}; better is {better})")
+    to = f"{report['baseline']}, or the arm after 'vs'" if vs else report["baseline"]
+    ax.set_xlabel(f"difference to {to} in {m} (95% CI{dots}; better is {better})")
     name = _stratum_name(st)
     what = "arm" if report.get("arms") == "methods" else "trick"
     ax.set_title(f"{name + ': ' if name else ''}effect of each {what}", fontsize=10)
