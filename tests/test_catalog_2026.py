@@ -17,7 +17,9 @@ from grpo_ablate.errors import UserError
 from grpo_ablate.hook_tricks import HOOKS, DropBatch, StepBatch, check_hooks, import_modules
 from grpo_ablate.hook_tricks.adv_clip import clip_advantages
 from grpo_ablate.hook_tricks.batch_advantage import batch_advantages
+from grpo_ablate.hook_tricks.kl_in_reward import kl_penalised_advantages
 from grpo_ablate.hook_tricks.maxrl import maxrl_advantages
+from grpo_ablate.hook_tricks.no_positive_resampling import group_pass_rates, prompts_solved
 from grpo_ablate.hook_tricks.prompt_loss import prompt_weights
 from grpo_ablate.hook_tricks.reward_scale import rescale_reward
 from grpo_ablate.hook_tricks.rloo import leave_one_out_advantages
@@ -28,7 +30,9 @@ G = 6
 REWARDS = torch.tensor(planted_groups(G), dtype=torch.float64)
 NEW_ARMS = {"adv_rloo", "adv_maxrl", "adv_batch_mean_std", "adv_clip_2", "reward_scale_pm1",
             "zero_variance_filter", "loss_prompt_level", "lite_ppo", "ratio_clip_high_0.24",
-            "ratio_clip_high_0.32", "staleness_2", "staleness_8", "top_p_1.0"}
+            "ratio_clip_high_0.32", "staleness_2", "staleness_8", "top_p_1.0",
+            "kl_in_reward", "no_positive_resampling", "dppo_tv", "behaviour_kl",
+            "positive_nll"}
 
 
 def groups(values: list[float]) -> list[list[float]]:
@@ -153,6 +157,67 @@ def test_prompt_level_weights_with_dropped_rows_count_kept_tokens_only():
     assert w[:G].tolist() == [1.0] * G and w[G:].tolist() == [0.0] * G
 
 
+def test_kl_in_the_reward_penalises_each_completion_by_its_summed_k1():
+    """verl's use_kl_in_reward for GRPO: r' = r - beta * sum_t k1, then TRL's group z-score
+    of r'. Planted: KLs that differ within each group, so that every advantage moves."""
+    kl = torch.tensor([0.5 * (i % 4) for i in range(len(REWARDS))], dtype=torch.float64)
+    beta = 0.04
+    penalised = [r - beta * k for r, k in zip(REWARDS.tolist(), kl.tolist(), strict=True)]
+    got = kl_penalised_advantages(REWARDS, kl, beta, G, "group")
+    assert torch.allclose(got, torch.tensor(grpo_by_hand(penalised), dtype=torch.float64))
+    assert not torch.allclose(got, torch.tensor(grpo_by_hand(REWARDS.tolist()),
+                                                dtype=torch.float64), atol=1e-3)
+    # Through the hook: a group whose penalty is the same on every row keeps TRL's advantage.
+    import_modules(["grpo_ablate.hook_tricks.kl_in_reward"])
+    base = torch.tensor(grpo_by_hand(REWARDS.tolist()), dtype=torch.float32)
+    flat = kl.clone()
+    flat[:G] = 0.7
+    batch = StepBatch(advantages=base, rewards=REWARDS, group_size=G, step=0, kl_to_ref=flat)
+    new = HOOKS["kl_in_reward"].advantages(batch, beta)
+    assert torch.equal(new[:G], base[:G]) and not torch.allclose(new[G:], base[G:], atol=1e-3)
+
+
+def test_no_positive_resampling_leaves_out_the_prompts_whose_pass_rate_reached_the_bar():
+    """Polaris/ScaleRL: a prompt's pass rate is its group's share of completions at the full
+    reward; those at 0.9 or above leave the later epochs."""
+    value = {"pass_rate": 0.9, "correct_at": 1.0}
+    rates = group_pass_rates(REWARDS.view(-1, G), value)
+    by_hand = [sum(r >= 1.0 for r in g) / G for g in groups(REWARDS.tolist())]
+    assert rates.tolist() == by_hand
+    history = {7: 1.0, 3: 0.9, 5: 0.85, 9: 0.0}
+    assert sorted(prompts_solved(history, value)) == [3, 7]
+
+
+def test_an_epoch_without_its_left_out_prompts_keeps_its_length_and_its_shuffle():
+    """The sampler: an epoch that leaves prompts out yields only the others, as many as an
+    epoch yields (the Trainer's step arithmetic), each repeated G times in TRL's layout, in
+    an order that is a function of the seed, the epoch and the prompts left out alone."""
+    from trl.trainer.utils import RepeatSampler
+
+    from grpo_ablate.training.trl_layer.resumable import EpochSeededSampler
+
+    def sampler(left_out=None) -> RepeatSampler:
+        s = RepeatSampler(list(range(12)), mini_repeat_count=3, batch_size=4, seed=5)
+        s.__class__ = EpochSeededSampler
+        s.left_out = left_out
+        return s
+
+    plain, filtered = sampler(), sampler(lambda epoch: [0, 4, 7] if epoch >= 1 else [])
+    for epoch in (0, 1, 2):
+        plain.set_epoch(epoch)
+        filtered.set_epoch(epoch)
+        got = list(filtered)
+        assert len(got) == len(plain) == len(list(plain)) == 36
+        assert [got[i:i + 3] for i in range(0, 36, 3)] == [[p] * 3 for p in got[::3]]
+        if epoch == 0:
+            assert got == list(plain)  # nothing left out: TRL's own order
+        else:
+            assert not {0, 4, 7} & set(got) and set(got) == set(range(12)) - {0, 4, 7}
+        again = sampler(filtered.left_out)
+        again.set_epoch(epoch)
+        assert list(again) == got  # a fresh sampler (a resumed run) draws the same epoch
+
+
 def test_every_row_of_the_2026_table_is_a_trick_with_its_paper():
     catalog = {t["id"]: t for t in load_catalog()}
     assert NEW_ARMS <= set(catalog)
@@ -168,6 +233,10 @@ def test_every_row_of_the_2026_table_is_a_trick_with_its_paper():
      "dynamic sampling resamples"),
     (["trick=loss_prompt_level", "trainer.loss_type=grpo"], "allowed: trainer.loss_type=dapo"),
     (["trick=adv_batch_mean_std", "hooks.global_adv_norm=true"], "both standardise"),
+    (["trick=kl_in_reward", "trainer.beta=0"], "trainer.beta, which must be > 0"),
+    (["trick=kl_in_reward", "trainer.beta=0", "hooks.kl_in_reward=0.1"],
+     "allowed: trainer.beta > 0"),
+    (["trick=kl_in_reward", "+hooks.rloo=true"], "both replace the group advantage"),
 ])
 def test_pairs_that_cannot_combine_are_refused_in_one_line(tricks, why):
     with pytest.raises(UserError, match=why):
@@ -243,3 +312,68 @@ def test_the_2026_hook_arms_on_trls_own_batch(tmp_path, tiny_policy):
 def grpo_by_hand_of(values: list[float], g: int) -> list[float]:
     return [(r - statistics.mean(values[i:i + g])) / (statistics.stdev(values[i:i + g]) + 1e-4)
             for i in range(0, len(values), g) for r in values[i:i + g]]
+
+
+@pytest.mark.slow
+def test_kl_in_the_reward_on_trls_own_batch(tmp_path, tiny_policy):
+    """End to end: the reference planted away from the policy (its output layer moved by a
+    seeded noise), so that each completion has a KL; TRL's batch then carries the group
+    advantage of r - beta * sum_t (log pi - log pi_ref), computed here from the two models'
+    own logits, and its loss has no KL term (beta is 0 inside it, and back after)."""
+    from test_variants import generate, planted_rewards, trainer_for
+
+    trainer = trainer_for(["trick=kl_in_reward"], tmp_path)
+    plan = planted_rewards(trainer)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        head = trainer.ref_model.get_output_embeddings().weight
+        head.add_(torch.randn(head.shape, generator=g) * 0.5)
+    out = generate(trainer)
+
+    def logps(model) -> torch.Tensor:
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+        mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits.double()
+        n = out["completion_ids"].size(1)
+        logits = logits[:, -n - 1:-1] / trainer.temperature
+        return logits.log_softmax(-1).gather(-1, out["completion_ids"][..., None])[..., 0]
+
+    kl = ((logps(trainer.model) - logps(trainer.ref_model)) * out["completion_mask"]).sum(1)
+    assert kl.abs().min() > 1e-3  # the premise: every completion has a KL to plant
+    beta = trainer.beta
+    penalised = [r - beta * k for r, k in zip(plan, kl.tolist(), strict=True)]
+    assert torch.allclose(out["advantages"].double(),
+                          torch.tensor(grpo_by_hand_of(penalised, trainer.num_generations),
+                                       dtype=torch.float64), atol=1e-3, rtol=0)
+    assert trainer.activity["kl_in_reward_changed"] > 0
+    trainer._metrics["train"].clear()
+    trainer._compute_loss(trainer.model, out)
+    assert "kl" not in trainer._metrics["train"] and trainer.beta == beta > 0
+
+
+@pytest.mark.slow
+def test_dynamic_samplings_extra_rounds_draw_only_the_prompts_in_play(tmp_path, tiny_policy):
+    """No-positive-resampling beside dynamic sampling: with all but two prompts left out of
+    the current epoch (planted), every extra round samples those two alone."""
+    from test_variants import generate, trainer_for
+
+    trainer = trainer_for(["trick=no_positive_resampling", "+hooks.dynamic_sampling={max_rounds:4}",
+                           "trick.modules=[grpo_ablate.hook_tricks.no_positive_resampling,"
+                           "grpo_ablate.hook_tricks.dynamic_sampling]"], tmp_path)
+    size = len(trainer.train_dataset)
+    in_play = [1, size - 1]
+    trainer.run_state.left_out = {0: [], 1: [i for i in range(size) if i not in in_play]}
+    assert trainer.prompts_in_play() == in_play
+    sampled = []
+
+    def uniform(prompts, completions, **kwargs):  # every group alike: each round resamples
+        sampled.append(prompts)
+        return [1.0] * len(completions)
+
+    uniform.__name__ = "uniform"
+    trainer.reward_funcs[0] = uniform
+    generate(trainer)
+    assert len(sampled) == 4  # the premise: three extra rounds were drawn
+    allowed = {str(trainer.train_dataset[i]["prompt"]) for i in in_play}
+    assert {str(p) for rnd in sampled[1:] for p in rnd} <= allowed

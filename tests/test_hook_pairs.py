@@ -90,7 +90,12 @@ def test_the_pair_table_decides_every_pair_and_a_refused_pair_is_one_line(tmp_pa
 # Whose acting the policy's own generations decide, and a test builds elsewhere: Clip-Cov's
 # covariance window (tests/test_variants.py), the prompt-level loss's token counts per group
 # (1 or 2 tokens here; tests/test_catalog_2026.py plants them).
-POLICY_DECIDES = ("clip_cov", "prompt_loss")
+# Acting decided by the policy (each tested on a planted batch elsewhere): Clip-Cov's window,
+# the prompt-level weights' token counts, the KL to the reference's spread within a group,
+# DPPO's probability changes past its bound; and by the data: no-positive-resampling acts
+# from the second epoch on.
+POLICY_DECIDES = ("clip_cov", "prompt_loss", "kl_in_reward", "no_positive_resampling",
+                  "dppo_tv")
 ACTS = ["trainer.learning_rate=2e-3", "trainer.max_completion_length=2", "trainer.max_steps=2",
         "eval.every_steps=0", "eval.sampled_k=1", "guard.kl_abort=1e12", "run_cache=null"]
 
@@ -135,7 +140,8 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
     # Alone, every arm with a measure acts here but the length penalty: at 2 tokens every
     # completion has one length, and its measure (groups whose advantages it moved) is 0.
     assert {arm for arm, m in acting.items() if m} == set(hooks) - {
-        "clip_cov", "ema_0.9", "adv_norm_global", "length_penalty_task", "loss_prompt_level"}
+        "clip_cov", "ema_0.9", "adv_norm_global", "length_penalty_task", "loss_prompt_level",
+        "kl_in_reward", "no_positive_resampling", "dppo_tv"}
     silent = {}
     for a, b in allowed:
         details = records[f"{a}__{b}"]["activity"]["details"]

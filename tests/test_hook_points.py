@@ -21,13 +21,16 @@ from grpo_ablate.hook_tricks import (
     adv_positive,
     clip_cov,
     hooks_at,
+    import_modules,
     kl_cov,
     measure_of,
 )
 
 PACKAGE = Path(__file__).resolve().parents[1] / "grpo_ablate"
 NEW = {"adv_positive": "adv_positive_0.1", "adv_passk": "adv_passk_4", "clip_cov": "clip_cov",
-       "kl_cov": "kl_cov"}
+       "kl_cov": "kl_cov", "kl_in_reward": "kl_in_reward",
+       "no_positive_resampling": "no_positive_resampling", "dppo_tv": "dppo_tv",
+       "behaviour_kl": "behaviour_kl", "positive_nll": "positive_nll"}
 
 
 def declaring_exclusion(hook: str) -> set[str]:
@@ -41,7 +44,9 @@ def test_a_variant_is_its_yaml_and_its_module_and_nothing_else_names_it(hook):
                     if p.is_file() and p.suffix in (".py", ".yaml") and hook in p.read_text())
     assert naming == sorted({f"conf/trick/{NEW[hook]}.yaml", f"hook_tricks/{hook}.py",
                              *declaring_exclusion(hook)})
-    assert HOOKS[hook].point() in ("advantages", "token_advantages")
+    import_modules([f"grpo_ablate.hook_tricks.{hook}"])
+    assert HOOKS[hook].point() in ("advantages", "token_advantages", "loss_term") \
+        or HOOKS[hook].prompt_filter is not None
 
 
 def test_the_hooks_of_a_point_run_in_their_declared_order():

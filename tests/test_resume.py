@@ -428,6 +428,15 @@ CASES = {
         ("trick=overlong_soft", "trainer.logging_steps=2", "hooks.dynamic_sampling={max_rounds:3}",
          "hooks.reward_clip={low:0.1,high:0.9}", "task.shaping.scale=sft_quantiles"),
         "after_step:5", 4),
+    # No-positive-resampling's pass-rate history: on 12 prompts, 4 a step (3 steps an epoch),
+    # each step's first group planted all right (pass rate 1), the others half right; epoch 1
+    # leaves out the prompts epoch 0 solved. Killed inside epoch 1 (after step 5), the resumed
+    # run keeps epoch 1's prompts left out and the history that decides epoch 2's.
+    "no-positive-resampling, inside its second epoch": (
+        ("trick=no_positive_resampling", "task.data_file=" + str(
+            Path(__file__).parent / "fixtures" / "arith_prompts.jsonl"), "eval.every_steps=0",
+         "faults.planted_rewards=[" + ",".join(["1"] * 16 + ["1,0"] * 24) + "]"),
+        "after_step:6", 5),
     # 12 training prompts (task.data_file), 4 a step: epoch 1 is steps 4-6 (its own shuffle of
     # them), epoch 2 steps 7-9; resumed inside epoch 1, the run goes on into epoch 2.
     "in a later epoch": (("task.data_file=" + str(Path(__file__).parent / "fixtures"
@@ -448,6 +457,8 @@ def test_a_run_killed_at_a_pause_point_resumes_to_the_uninterrupted_record(tmp_p
         [lambda out, o, pause=pause: kill_at(out, o, pause, tmp_path) for pause in pauses],
         capfd)
     assert record["resumed_from"] == resumed_at
+    if "trick=no_positive_resampling" in overrides:  # the premise: the history acted
+        assert record["activity"]["details"]["prompts_left_out"] > 0
     assert f"from its checkpoint at step {resumed_at[-1]}" in err
     assert any(f"interrupted {len(pauses)} time(s)" in n for n in record["notes"])
     if "logger=wandb" in overrides:  # the resumed process continues the W&B run: one id

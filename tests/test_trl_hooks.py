@@ -36,6 +36,43 @@ def test_a_loss_that_reads_the_advantages_before_the_log_probs_fails_the_check(m
         check_trl_compat()
 
 
+def _loss_without_beta(self, model, inputs):
+    """TRL's loss as the loss point reads it (the log-probs, then the advantages), with the
+    clip range read from self but no KL coefficient."""
+    per_token_logps = self._get_per_token_logps_and_entropies(model, inputs, None, 1)
+    advantages = inputs["advantages"]
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1)
+    self.get_off_policy_mask(), self.get_gamma_weights()
+    return torch.clamp(per_token_logps, 1 - self.epsilon_low, 1 + self.epsilon_high)
+
+
+def _loss_with_a_fixed_clip(self, model, inputs):
+    """The same, reading self.beta for its KL term, but with a clip range of its own."""
+    per_token_logps = self._get_per_token_logps_and_entropies(model, inputs, None, 1)
+    advantages = inputs["advantages"]
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1)
+    self.get_off_policy_mask(), self.get_gamma_weights()
+    if self.beta != 0.0:
+        per_token_logps = per_token_logps + inputs["ref_per_token_logps"]
+    if self.beta != 0.0:
+        per_token_logps = per_token_logps * self.beta
+    return torch.clamp(per_token_logps, 0.8, 1.2)
+
+
+@pytest.mark.parametrize(("moved", "names"), [
+    (_loss_without_beta, "self.beta for its KL term"),
+    (_loss_with_a_fixed_clip, "clip range from self.epsilon_low"),
+])
+def test_a_loss_that_moved_what_the_loss_point_sets_fails_the_check(monkeypatch, moved, names):
+    """The KL in the reward sets self.beta, a trust region self.epsilon_low/high, inside TRL's
+    loss only: a TRL whose loss no longer reads them there is refused."""
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", moved)
+    with pytest.raises(RuntimeError, match=names):
+        check_trl_compat()
+
+
 def run_trainer(tiny_policy, overrides, steps=2):
     """Train a few steps and return (trainer, outputs of every generate-and-score call)."""
     (spec,) = specs_for([f"trainer.max_steps={steps}", "eval.every_steps=0", *overrides], False)

@@ -334,7 +334,8 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
                           "adv_rloo", "adv_maxrl", "adv_batch_mean_std", "adv_clip_2",
                           "reward_scale_pm1", "zero_variance_filter", "loss_prompt_level",
                           "lite_ppo", "ratio_clip_high_0.24", "ratio_clip_high_0.32",
-                          "staleness_2", "staleness_8", "top_p_1.0"}
+                          "staleness_2", "staleness_8", "top_p_1.0", "kl_in_reward",
+                          "no_positive_resampling", "dppo_tv", "behaviour_kl", "positive_nll"}
     # Two arms have nothing to act on here, and their measures say so: a fp32 policy's
     # logits are fp32 already; LUSPO's length weight is a constant where every completion
     # has the 2 tokens the limit cuts them to (its acting: the fixed batch's varied lengths).
@@ -358,11 +359,26 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     assert 0 <= acted.pop("loss_prompt_level") <= 1
     assert by_arm["loss_prompt_level"]["activity"]["measure"].endswith(
         "whose advantage prompt_loss changed")
+    # The KL in the reward moves a group's advantages where its completions' KLs to the
+    # reference differ, which the policy decides (its acting: a planted reference,
+    # tests/test_catalog_2026.py). No-positive-resampling acts from the second epoch, which 6
+    # steps of this task's prompts do not reach (its acting and resume: planted rewards on
+    # 12 prompts, tests/test_catalog_2026.py and tests/test_resume.py).
+    assert 0 <= acted.pop("kl_in_reward") <= 1
+    # DPPO's trust region masks a token whose probability the first update of a reused
+    # batch moved past 0.2, which the policy's own log-probs decide (its acting: the fixed
+    # off-policy batch, tests/test_loss_terms.py).
+    assert 0 <= acted.pop("dppo_tv") <= 1
+    assert by_arm["dppo_tv"]["activity"]["measure"].endswith("whose advantage dppo_tv changed")
+    assert acted.pop("no_positive_resampling") == 0.0
+    assert by_arm["no_positive_resampling"]["activity"]["measure"].startswith("training prompts")
     assert {a: v for a, v in acted.items() if a != "baseline" and not (v or 0) > 0} == {}
     against = {a: r["config"]["trick"].get("against", "baseline") for a, r in by_arm.items()}
     assert (against["loss_sapo"], against["loss_vespo"], against["off_policy_mask_0.5"],
-            against["loss_luspo"], against["ref_reset_200"]) == \
-        ("reuse_2x", "reuse_2x", "reuse_2x", "baseline", "baseline")
+            against["loss_luspo"], against["ref_reset_200"], against["dppo_tv"],
+            against["behaviour_kl"], against["positive_nll"]) == \
+        ("reuse_2x", "reuse_2x", "reuse_2x", "baseline", "baseline", "reuse_2x", "reuse_2x",
+         "baseline")
     cost = {r["arm"]: r["cost"]["completions"] for r in records}
     assert cost["dynamic_sampling_on"] > cost["baseline"]  # its extra rounds are in the budget
 

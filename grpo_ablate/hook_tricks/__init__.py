@@ -15,6 +15,8 @@ The hook points, in the order a training step meets them:
     TRL's loss              ->  advantages per token, with the policy's log-probs now
         `token_advantages`  inside the loss: a token given 0 carries no policy gradient
                             (Clip-Cov); TRL's clip, KL and normaliser apply as usual
+        `loss_term`         after it, a term added to TRL's loss: a token mean over the
+                            hook's tokens (an NLL on correct completions, a KL penalty)
 
 and, where the trainer is built, `reward_function`: one more reward function of TRL's, at
 its weight (the soft overlong punishment); and, around the held-out evaluation,
@@ -38,6 +40,7 @@ from grpo_ablate.errors import UserError
 from grpo_ablate.hook_tricks.points import (  # what each point hands a hook, importable from here
     DropBatch,
     Generation,
+    PromptFilter,
     StepBatch,
     TokenBatch,
 )
@@ -58,6 +61,9 @@ class HookTrick:
     - `shape_rewards(RewardBatch, value) -> (new rewards, changed [completions] bool)`;
     - `advantages(StepBatch, value) -> new advantages [completions]`;
     - `token_advantages(TokenBatch, value) -> new advantages [rows, tokens]`;
+    - `loss_term(TokenBatch, value) -> (term [rows, tokens], tokens [rows, tokens] bool)`:
+      its coefficient included, the term's mean over `tokens` (of the counted ones) is added
+      to TRL's loss of the micro-batch (per accumulation step, as TRL adds its entropy bonus);
     - `reward_function(value, cfg, counts) -> (function, weight)`: one more of TRL's reward
       functions, at its weight (the task's reward has weight 1); it counts for itself;
     - `generation(Generation, value) -> (the step's batch, its rewards)`: what a training
@@ -71,10 +77,19 @@ class HookTrick:
       optimizer step, `average.swapped_in(model)` for an evaluation, `average.shadow` what
       a checkpoint keeps (`saved`: a resumed run's).
     The trainer counts, on training batches, how many units each point's function changed
-    (counters `<name>_units` and `<name>_changed`: completions, completions, tokens); the
-    default `measure` is that share, under the hook's name. `measure` names another activity
-    detail and what it counts, and `details(counts)` computes it from the run's counters.
+    (counters `<name>_units` and `<name>_changed`: completions, completions, tokens, the
+    tokens a loss term is nonzero on); the default `measure` is that share, under the hook's
+    name. `measure` names another activity detail and what it counts, and `details(counts)`
+    computes it from the run's counters.
     `order`: where it runs at its point among the hooks that are on (lower first, then name).
+    `prompt_filter`: a PromptFilter, the prompt-level sampler's rule: the trainer keeps each
+    prompt's pass rate (its run state, so a resumed run has it) and each epoch leaves out the
+    prompts the rule names as the epoch begins, the epoch's length kept (its other prompts
+    cycled); counted as `<name>_prompts` and `<name>_left_out` of the last epoch.
+    `kl_from_loss`: the hook takes TRL's KL term out of the loss (trainer.beta then only
+    builds the reference model) and its advantages point is given StepBatch.kl_to_ref.
+    `ratio_clip_off`: a token_advantages hook that replaces TRL's ratio clip (a trust region
+    of its own): inside the loss the clip range is made wide enough to leave it no effect.
     `replaces`: what of GRPO's computation it replaces (two hooks that replace the same thing
     cannot both be on); `excludes`: (another hook, why) for a hook it cannot run beside. A
     run that turns on such a pair is refused in one line (`check_hooks`), whatever composed
@@ -94,6 +109,7 @@ class HookTrick:
     shape_rewards: Callable[..., Any] | None = None
     advantages: Callable[[StepBatch, Any], Any] | None = None
     token_advantages: Callable[[TokenBatch, Any], Any] | None = None
+    loss_term: Callable[[TokenBatch, Any], tuple[Any, Any]] | None = None
     reward_function: Callable[[Any, dict, Counter], tuple[Callable, float]] | None = None
     generation: Callable[[Generation, Any], tuple[dict, Any]] | None = None
     drop_samples: Callable[[DropBatch, Any], Any] | None = None
@@ -107,6 +123,9 @@ class HookTrick:
     in_reward_units: Callable[[Any, Callable[[float], float]], Any] | None = None
     reward_values: Callable[[Any], dict] | None = None
     added_later: bool = False
+    kl_from_loss: bool = False
+    ratio_clip_off: bool = False
+    prompt_filter: PromptFilter | None = None
 
     def active(self, value: Any) -> bool:
         return value is not None and value is not False and value != 0
@@ -120,7 +139,8 @@ class HookTrick:
 POINTS = {"shape_rewards": "completions whose reward {name} changed",
           "drop_samples": "completions {name} dropped",
           "advantages": "completions whose advantage {name} changed",
-          "token_advantages": "tokens whose advantage {name} changed"}
+          "token_advantages": "tokens whose advantage {name} changed",
+          "loss_term": "tokens {name}'s loss term acted on"}
 
 
 HOOKS: dict[str, HookTrick] = {}

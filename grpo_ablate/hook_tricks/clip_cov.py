@@ -51,7 +51,7 @@ def _check(value: dict, cfg: dict) -> str | None:
 
 register(HookTrick(
     "clip_cov", "Clip-Cov: drawn high-covariance tokens leave the policy gradient",
-    replaces="the policy loss (verl's covariance loss modes are one at a time)",
+    replaces="the policy loss (verl's loss modes are one at a time)",
     fields={"ratio": (lambda x: is_number(x) and 0 < x <= 1, "a fraction in (0, 1]"),
             "lb": (is_number, "a number below hooks.clip_cov.ub"),
             "ub": (is_number, "a number above hooks.clip_cov.lb")},

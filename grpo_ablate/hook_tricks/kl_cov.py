@@ -43,7 +43,7 @@ def _at_loss(batch: TokenBatch, value: dict) -> Any:
 
 register(HookTrick(
     "kl_cov", "KL-Cov: a |log ratio| penalty on the highest-covariance tokens",
-    replaces="the policy loss (verl's covariance loss modes are one at a time)",
+    replaces="the policy loss (verl's loss modes are one at a time)",
     fields={"ratio": (lambda x: is_number(x) and 0 < x <= 1, "a fraction in (0, 1]"),
             "coef": (lambda x: is_number(x) and x >= 0, "a number >= 0")},
     token_advantages=_at_loss, check=lambda value, cfg: token_ratio_loss("hooks.kl_cov", cfg)))

@@ -40,8 +40,8 @@ class Generation:
     group_size: int
     step: int
     seed: int
-    dataset_size: int
-    sample: Callable[[list[int]], tuple[dict, Any]]  # dataset rows -> (batch, its rewards)
+    dataset_size: int  # the prompts in play: all, less those a prompt filter leaves out now
+    sample: Callable[[list[int]], tuple[dict, Any]]  # prompts in play -> (batch, its rewards)
     # (round, group) rows -> batch: the one way to build a new batch from the rounds (the
     # trainer merges each row's values, such as a filter's keep-mask, with it)
     merge: Callable[[list[dict], list[tuple[int, int]]], dict]
@@ -60,11 +60,15 @@ class StepBatch:
     scale_rewards: str = "group"  # TRL's scaling: group | batch | none
     lengths: Any = None  # [completions] completion tokens the loss counts
     keep: Any = None     # [completions] bool, the rows drop_samples kept; None: all of them
+    # [completions] sum over the completion's tokens of log pi_sample - log pi_ref (k1), the
+    # KL to the reference at sampling time; only for a hook with `kl_from_loss` (else None)
+    kl_to_ref: Any = None
 
 
 @dataclass
 class TokenBatch:
-    """What the `token_advantages` point sees: one micro-batch inside TRL's loss."""
+    """What the `token_advantages` and `loss_term` points see: one micro-batch inside TRL's
+    loss."""
 
     advantages: Any   # [rows, tokens] per token (TRL's per-sequence ones, broadcast)
     logps: Any        # [rows, tokens] the policy's log-probs now (they carry the gradient)
@@ -73,3 +77,17 @@ class TokenBatch:
     epsilon_low: float
     epsilon_high: float
     generator: Any    # a torch.Generator seeded by the run's seed, step and micro-batch
+    rewards: Any = None  # [rows] each completion's task reward, before any shaping (for a
+    #                      `loss_term` hook: whether a completion is correct)
+
+
+@dataclass(frozen=True)
+class PromptFilter:
+    """A prompt-level sampler's rule (the `prompt_filter` point): each training prompt's pass
+    rate, kept per prompt (its latest group's; in the checkpoint), and the prompts an epoch
+    leaves out, decided as the epoch begins from the history so far."""
+
+    # (rewards [groups x group_size], value) -> [groups] each group's pass rate
+    pass_rates: Callable[[Any, Any], Any]
+    # ({prompt: latest pass rate}, value) -> the prompts the coming epochs leave out
+    left_out: Callable[[dict[int, float], Any], list[int]]

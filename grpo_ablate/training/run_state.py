@@ -34,6 +34,10 @@ class RunState:
     wandb_run_id: str | None = None            # the W&B run its curves go to
     wandb_step: int | None = None              # W&B's step counter after the last row logged
     prompt_outcomes: dict | None = None        # the final evaluation of the arm's policy, per prompt
+    # A prompt filter's history (hook_tricks PromptFilter): each training prompt's latest pass
+    # rate, and the prompts each epoch left out, fixed as it began (a resumed epoch keeps them).
+    pass_rates: dict[int, float] = field(default_factory=dict)
+    left_out: dict[int, list[int]] = field(default_factory=dict)
 
     def add_eval(self, step: int, prefix: str, metrics: dict[str, float], raw: bool) -> None:
         (self.raw_evals if raw else self.evals).append((step, metrics))

@@ -49,7 +49,7 @@ from grpo_ablate.training.outcome import (
 )
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.start_eval import StartEvalCache, start_eval_key
-from grpo_ablate.training.trl_layer import AblationGRPOTrainer
+from grpo_ablate.training.trl_layer import AblationGRPOTrainer, with_prompt_index
 from grpo_ablate.training.wandb_logger import (
     WandbHistoryCallback,
     finish_run,
@@ -103,7 +103,7 @@ def build_trainer(spec: RunSpec, model_path: str, tokenizer, task, output_dir: s
         run_state=state,
         checkpoints=checkpoints,
         args=GRPOConfig(**kwargs),
-        train_dataset=Dataset.from_list(task.train_rows()),
+        train_dataset=Dataset.from_list(with_prompt_index(task.train_rows(), cfg["hooks"])),
         processing_class=tokenizer,
         callbacks=callbacks,
         hooks=cfg["hooks"],

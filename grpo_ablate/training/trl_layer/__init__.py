@@ -12,6 +12,8 @@ dispatch.py  the hook dispatcher: at each hook point (grpo_ablate/hook_tricks) i
              functions of the hook tricks a run turns on, in their declared order
 resumable.py the data order as a pure function of seed and epoch, and mid-run checkpoints
              (the synced reference's weights beside each) that resume bit for bit
+prompt_filter.py  a prompt filter's history (each prompt's pass rate, each epoch's prompts
+             left out), kept in the run state so a resumed epoch samples as before
 vllm.py      the run's seed for TRL's colocated vLLM engine, and held-out evaluation on it
 
 The points sit in TRL's private methods: the rewards and dropped samples in
@@ -32,12 +34,17 @@ TRL behaviour relied on (checked by compat.py and tests/test_trl_hooks.py):
   advantages are computed over the kept samples only, as the review defines the trick;
 - `_compute_loss` computes the policy's log-probs before it reads `inputs["advantages"]`, and
   takes per-token [rows, tokens] advantages as they are (the loss point);
-- the Trainer sets each epoch on its data loader's sampler (`set_epoch`) before iterating.
+- the Trainer sets each epoch on its data loader's sampler (`set_epoch`) before iterating;
+- `_compute_loss` reads its KL coefficient from `self.beta` at call time, and the sampled
+  batch carries `ref_per_token_logps` when beta is not 0 (the KL in the reward);
+- `_compute_loss` reads its clip range from `self.epsilon_low` and `self.epsilon_high` at
+  call time (a trust region in place of the ratio clip, DPPO).
 """
 
 from grpo_ablate.training.trl_layer.compat import TESTED_TRL, check_trl_compat
+from grpo_ablate.training.trl_layer.prompt_filter import PROMPT_INDEX, with_prompt_index
 from grpo_ablate.training.trl_layer.rows import ScoredRows, merge_groups, merge_scored
 from grpo_ablate.training.trl_layer.trainer import AblationGRPOTrainer
 
-__all__ = ["TESTED_TRL", "AblationGRPOTrainer", "ScoredRows", "check_trl_compat",
-           "merge_groups", "merge_scored"]
+__all__ = ["PROMPT_INDEX", "TESTED_TRL", "AblationGRPOTrainer", "ScoredRows", "check_trl_compat",
+           "merge_groups", "merge_scored", "with_prompt_index"]

@@ -73,6 +73,19 @@ def check_trl_compat() -> None:
         raise RuntimeError("trl's _compute_loss no longer calls get_off_policy_mask or "
                            "get_gamma_weights through self: re-check the variants' counters in "
                            "grpo_ablate/training/trl_layer/dispatch.py")
+    # The KL in the reward: TRL's loss reads its KL coefficient from self.beta at call time
+    # (loss_point.py sets it to 0 there), and its batch carries the reference log-probs.
+    if loss_source.count("if self.beta != 0.0:") < 2 or 'output["ref_per_token_logps"]' not in \
+            inspect.getsource(GRPOTrainer._generate_and_score_completions):
+        raise RuntimeError("trl's _compute_loss no longer reads self.beta for its KL term, or its "
+                           "batch no longer carries ref_per_token_logps: re-check the KL in the "
+                           "reward in grpo_ablate/training/trl_layer/loss_point.py and dispatch.py")
+    # A trust region in place of the ratio clip: TRL's clip reads its range from self at call
+    # time (loss_point.py widens it there).
+    if "1 - self.epsilon_low, 1 + self.epsilon_high" not in loss_source:
+        raise RuntimeError("trl's _compute_loss no longer reads its clip range from "
+                           "self.epsilon_low and self.epsilon_high: re-check ratio_clip_off in "
+                           "grpo_ablate/training/trl_layer/loss_point.py")
     for name, params in HOOKED.items():
         method = getattr(GRPOTrainer, name, None)
         if method is None:

@@ -20,7 +20,7 @@ from grpo_ablate.hook_tricks import (
     hooks_at,
     on_whole_batch,
 )
-from grpo_ablate.training.trl_layer.loss_point import KEPT_ROWS, LossPoint
+from grpo_ablate.training.trl_layer.loss_point import KEPT_ROWS, ROW_REWARDS, LossPoint
 from grpo_ablate.training.trl_layer.rows import (
     ScoredRows,
     merge_groups,
@@ -32,7 +32,8 @@ from grpo_ablate.training.trl_layer.rows import (
 
 class HookDispatch(LossPoint):
     """The hook points before the loss, and the loss point. Needs `ablation_hooks`,
-    `run_state`, `activity` and `_loss_calls` (AblationGRPOTrainer sets them)."""
+    `run_state`, `activity` and `_loss_calls` (AblationGRPOTrainer sets them), and
+    `record_pass_rates` and `prompts_in_play` (prompt_filter.PromptFiltering)."""
 
     ablation_hooks: dict
     run_state: Any
@@ -47,6 +48,7 @@ class HookDispatch(LossPoint):
         lengths = torch.tensor([len(ids) for ids in completion_ids_list],
                                device=rewards_per_func.device)
         lengths = gather(lengths)  # rewards are gathered across processes; match them
+        task = rewards_per_func[:, 0].clone()  # the task's reward function comes first
         rewards_per_func = self._reward_hooks(rewards_per_func, lengths, weights, mode)
         shaped = (rewards_per_func * weights).nansum(1)
         keeps = []
@@ -57,7 +59,7 @@ class HookDispatch(LossPoint):
                                          value)
                 if keep is not None:
                     keeps.append((hook.name, keep))
-        scored = ScoredRows(rewards=shaped, keeps=tuple(keeps))
+        scored = ScoredRows(rewards=shaped, keeps=tuple(keeps), task_rewards=task)
         report_scored(scored)  # to the sampling call of these rows (_sampled)
         if scored.keep is not None:
             # All-NaN rows take no part in TRL's group mean/std and get advantage 0.
@@ -90,6 +92,7 @@ class HookDispatch(LossPoint):
         if len(found) != 1:
             raise RuntimeError(f"trl scored one sampled batch {len(found)} times, not once: "
                                "re-check grpo_ablate/training/trl_layer/rows.py")
+        self.record_pass_rates(inputs, found[0].rewards)  # a prompt filter's history
         if self.model.training:
             cost = self.run_state.cost
             cost["prompt_tokens"] = cost.get("prompt_tokens", 0) + int(out["prompt_mask"].sum())
@@ -107,6 +110,11 @@ class HookDispatch(LossPoint):
             for name, keep in scored.keeps:
                 self._count(name, keep.numel(), int((~keep).sum()))
         self._advantage_hooks(out, scored, mode)
+        if mode == "train" and hooks_at("loss_term", self.ablation_hooks):
+            n = out["completion_mask"].size(0)  # each row's reward travels with the row
+            rank = self.accelerator.process_index
+            out[ROW_REWARDS] = scored.task_rewards[rank * n:(rank + 1) * n].to(
+                out["completion_mask"].device)
         droppers = hooks_at("drop_samples", self.ablation_hooks) if mode == "train" else []
         if droppers:
             dropped = 0.0
@@ -140,9 +148,11 @@ class HookDispatch(LossPoint):
                          scored: ScoredRows) -> tuple[dict, ScoredRows]:
         values_of = {id(out): scored}  # each round's rows -> its values
         merged: list[ScoredRows] = []
+        in_play = self.prompts_in_play()  # what the sampler draws from (a prompt filter's)
 
         def sample(rows: list[int]) -> tuple[dict, torch.Tensor]:
-            group = [self.train_dataset[i] for i in rows for _ in range(self.num_generations)]
+            group = [self.train_dataset[in_play[i]] for i in rows
+                     for _ in range(self.num_generations)]
             more, more_scored = self._sampled(group)
             values_of[id(more)] = more_scored
             return more, more_scored.rewards.detach().cpu()
@@ -158,7 +168,7 @@ class HookDispatch(LossPoint):
             out=out, rewards=scored.rewards.detach().cpu(),
             prompts=rows_asked // self.num_generations, group_size=self.num_generations,
             step=self.state.global_step, seed=self.args.seed,
-            dataset_size=len(self.train_dataset), sample=sample, merge=merge,
+            dataset_size=len(in_play), sample=sample, merge=merge,
             counts=self.activity), value)
         if merged:
             return out, merged[-1]
@@ -176,13 +186,15 @@ class HookDispatch(LossPoint):
             return
 
         lengths = self.accelerator.gather(out["completion_mask"].sum(1))
+        kl = self.accelerator.gather(self._kl_to_ref(out)) \
+            if any(hook.kl_from_loss for hook, _ in on) else None
 
         def run(full: torch.Tensor) -> torch.Tensor:
             keep = None if scored.keep is None else scored.keep.to(full.device)
             batch = StepBatch(advantages=full, rewards=scored.rewards.to(full.device),
                               group_size=self.num_generations, step=self.state.global_step,
                               scale_rewards=self.scale_rewards, lengths=lengths.to(full.device),
-                              keep=keep)
+                              keep=keep, kl_to_ref=None if kl is None else kl.to(full.device))
             for hook, value in on:
                 new = hook.advantages(batch, value)
                 if mode == "train":
@@ -192,3 +204,23 @@ class HookDispatch(LossPoint):
 
         out["advantages"] = on_whole_batch(out["advantages"], self.accelerator.gather,
                                            self.accelerator.process_index, run)
+
+    def _kl_to_ref(self, out: dict) -> torch.Tensor:
+        """[this process's completions] sum over completion tokens of log pi_sample - log
+        pi_ref (k1), from TRL's reference log-probs (trainer.beta > 0 computes them) and the
+        sampling policy's: vLLM's, TRL's old ones, or, on policy, the policy's now (the
+        weights that sampled the batch)."""
+        ref = out.get("ref_per_token_logps")
+        if ref is None:
+            raise RuntimeError("trl computed no reference log-probs (trainer.beta is 0?): the KL "
+                               "in the reward needs them")
+        sample = out.get("sampling_per_token_logps", out.get("old_per_token_logps"))
+        if sample is None:
+            ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+            mask = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+            with torch.no_grad():
+                sample, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, ids, mask, out["completion_ids"].size(1),
+                    batch_size=self.args.per_device_train_batch_size)
+        mask = out["completion_mask"] * out.get("tool_mask", 1)
+        return ((sample - ref) * mask).sum(1)

@@ -1,7 +1,8 @@
 """The loss point: inside TRL's `_compute_loss`, the micro-batch's advantages rewritten per
 token from the policy's log-probs now (the token_advantages hooks), before TRL reads them;
-the loss of a batch with dropped rows averaged over the kept ones; and counters in two of
-TRL's loss helpers, for how often those variants acted. The micro-batch being computed is
+the loss of a batch with dropped rows averaged over the kept ones; terms added to the loss
+(the loss_term hooks); and counters in two of TRL's loss helpers, for how often those
+variants acted. The micro-batch being computed is
 handed to the log-prob call inside it for that call only, not left on the trainer."""
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from grpo_ablate.training.outcome import WEIGHT_MOVED
 # count in that average, so the loss is rescaled to average over the kept ones.
 PER_SEQUENCE_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")
 KEPT_ROWS = "kept_rows"  # the batch's entry for the rows drop_samples kept (the loss rescales)
+RATIO_CLIP_OFF = 1e6  # epsilon_low and epsilon_high that leave TRL's ratio clip no effect
+ROW_REWARDS = "grpo_ablate_task_rewards"  # the batch's entry for each row's task reward
 # The micro-batch inside TRL's `_compute_loss`, until its policy log-probs are computed.
-_LOSS_INPUTS: ContextVar[dict | None] = ContextVar("grpo_ablate_loss_inputs", default=None)
+# With it, the list the loss point puts the micro-batch in, as its hooks saw it.
+_LOSS_INPUTS: ContextVar[tuple[dict, list] | None] = ContextVar("grpo_ablate_loss_inputs",
+                                                                default=None)
 
 
 class LossPoint(GRPOTrainer):
@@ -60,26 +65,53 @@ class LossPoint(GRPOTrainer):
 
     # -- the loss point: advantages per token, from the policy's log-probs now ------------
     def _compute_loss(self, model, inputs):
-        if not (self.model.training and hooks_at("token_advantages", self.ablation_hooks)):
-            return super()._compute_loss(model, inputs)
-        batch = dict(inputs)  # a copy: a batch used for several updates keeps its advantages
-        token = _LOSS_INPUTS.set(batch)
+        # What a hook takes out of TRL's loss, read from the trainer inside this call only
+        # and put back after: the KL term when the KL is in the reward (beta built the
+        # reference), the ratio clip when a trust region replaces it.
+        inside = {}
+        if any(hook.kl_from_loss for hook, _ in hooks_at("advantages", self.ablation_hooks)):
+            inside["beta"] = 0.0
+        if any(hook.ratio_clip_off
+               for hook, _ in hooks_at("token_advantages", self.ablation_hooks)):
+            inside.update(epsilon_low=RATIO_CLIP_OFF, epsilon_high=RATIO_CLIP_OFF)
+        saved = {name: getattr(self, name) for name in inside}
+        for name, value in inside.items():
+            setattr(self, name, value)
         try:
-            return super()._compute_loss(model, batch)
+            return self._loss_with_hooks(model, inputs)
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
+    def _loss_with_hooks(self, model, inputs):
+        terms = hooks_at("loss_term", self.ablation_hooks) if self.model.training else []
+        if not (terms or self.model.training and hooks_at("token_advantages",
+                                                          self.ablation_hooks)):
+            return self._kept_rows_mean(super()._compute_loss(model, inputs), inputs)
+        batch = dict(inputs)  # a copy: a batch used for several updates keeps its advantages
+        seen: list[TokenBatch] = []  # the micro-batch as the loss-point hooks saw it
+        token = _LOSS_INPUTS.set((batch, seen))
+        try:
+            loss = super()._compute_loss(model, batch)
         finally:
             _LOSS_INPUTS.reset(token)
+        loss = self._kept_rows_mean(loss, inputs)
+        if terms:  # after the rescale: a term is a mean over its own (kept) tokens
+            loss = loss + self._loss_terms(seen[0], terms)
+        return loss
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
                                            logits_to_keep, *args: Any, **kwargs: Any):
         out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask,
                                                          logits_to_keep, *args, **kwargs)
-        batch = _LOSS_INPUTS.get()
-        if batch is not None:  # the first call inside _compute_loss: the policy's log-probs
+        inside = _LOSS_INPUTS.get()
+        if inside is not None:  # the first call inside _compute_loss: the policy's log-probs
             _LOSS_INPUTS.set(None)
-            self._token_advantage_hooks(batch, out[0])
+            batch, seen = inside
+            seen.append(self._token_advantage_hooks(batch, out[0]))
         return out
 
-    def _token_advantage_hooks(self, inputs: dict, logps: torch.Tensor) -> None:
+    def _token_advantage_hooks(self, inputs: dict, logps: torch.Tensor) -> TokenBatch:
         """The hooks at the loss point rewrite the micro-batch's advantages per token; TRL's
         loss then reads them. A hook that draws tokens at random draws from a generator
         seeded by the run's seed, the step and the micro-batch (a resumed run draws alike)."""
@@ -97,17 +129,30 @@ class LossPoint(GRPOTrainer):
         batch = TokenBatch(advantages=advantages, logps=logps,
                            old_logps=logps.detach() if old is None else old, mask=mask,
                            epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
-                           generator=torch.Generator().manual_seed(seed))
+                           generator=torch.Generator().manual_seed(seed),
+                           rewards=inputs.get(ROW_REWARDS))
         for hook, value in hooks_at("token_advantages", self.ablation_hooks):
             new = hook.token_advantages(batch, value)
             changed = (new != batch.advantages) & mask.bool()
             self._count(hook.name, int(mask.sum()), int(changed.sum()))
             batch.advantages = new
         inputs["advantages"] = batch.advantages
+        return batch
+
+    def _loss_terms(self, batch: TokenBatch, terms: list) -> torch.Tensor:
+        """The loss terms of the hooks that add one: each a token mean over its tokens of
+        the micro-batch, per accumulation step (TRL's loss is per step already)."""
+        total = torch.zeros((), device=batch.logps.device)
+        counted = batch.mask.bool()
+        for hook, value in terms:
+            term, tokens = hook.loss_term(batch, value)
+            tokens = tokens.bool() & counted
+            self._count(hook.name, int(counted.sum()), int(((term != 0) & tokens).sum()))
+            total = total + (term * tokens).sum() / tokens.sum().clamp(min=1)
+        return total / self.current_gradient_accumulation_steps
 
     # -- the loss: per-sequence averages over kept samples ----------------------------------
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+    def _kept_rows_mean(self, loss: torch.Tensor, inputs: dict) -> torch.Tensor:
         keep = inputs.get(KEPT_ROWS)
         if keep is not None and self.loss_type in PER_SEQUENCE_LOSSES:
             # Over the kept sequences of every process's micro-batch, not this one's alone.

@@ -6,6 +6,7 @@ process's run state and the synced reference's weights beside the Trainer's own
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ class EpochSeededSampler(RepeatSampler):
     on its data loader's sampler before each pass."""
 
     epoch = 0
+    # epoch -> the prompts it leaves out (a prompt filter's, trainer.PromptFiltering), or None
+    left_out: Callable[[int], list[int]] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -43,7 +46,23 @@ class EpochSeededSampler(RepeatSampler):
             self.generator = torch.Generator().manual_seed(self.seed)
             for _ in range(self.epoch):
                 torch.randperm(self.num_samples, generator=self.generator)
-        return super().__iter__()
+        left_out = set(self.left_out(self.epoch)) if self.left_out is not None else set()
+        return self._without(left_out) if left_out else super().__iter__()
+
+    def _without(self, left_out: set[int]):
+        """TRL's pass over the prompts not left out, cycled to the epoch's usual length: the
+        Trainer's steps per epoch, and where a resumed epoch starts, count on that length."""
+        order = torch.randperm(self.num_samples, generator=self.generator).tolist() \
+            if self.shuffle else list(range(self.num_samples))
+        kept = [i for i in order if i not in left_out]
+        kept = (kept * -(-self.num_samples // len(kept)))[:self.num_samples]
+        whole = len(kept) // self.batch_size * self.batch_size
+        for start in range(0, whole, self.batch_size):
+            chunk = kept[start:start + self.batch_size]
+            for _ in range(self.repeat_count):
+                for index in chunk:
+                    for _ in range(self.mini_repeat_count):
+                        yield index
 
 
 class ResumableTraining(GRPOTrainer):
@@ -63,7 +82,12 @@ class ResumableTraining(GRPOTrainer):
         sampler = super()._get_train_sampler(dataset)
         if type(sampler) is RepeatSampler:
             sampler.__class__ = EpochSeededSampler  # same fields; only the pass differs
+            sampler.left_out = self.prompts_left_out
         return sampler
+
+    def prompts_left_out(self, epoch: int) -> list[int]:
+        """The prompts epoch `epoch` leaves out: none here (PromptFiltering decides them)."""
+        return []
 
     def _save_checkpoint(self, model, trial) -> None:
         """The Trainer's checkpoint into the incoming folder, each process's run state beside

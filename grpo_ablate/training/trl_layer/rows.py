@@ -27,6 +27,7 @@ class ScoredRows:
 
     rewards: torch.Tensor  # [completions] weighted, after the rewards point
     keeps: tuple[tuple[str, torch.Tensor], ...] = ()  # (hook, [completions] bool) per dropper
+    task_rewards: torch.Tensor | None = None  # [completions] the task's own, before shaping
 
     @property
     def keep(self) -> torch.Tensor | None:
@@ -75,7 +76,9 @@ def merge_scored(rounds: list[ScoredRows], kept: list[tuple[int, int]], group: i
         masks = [m if m is not None else torch.ones_like(rows.rewards, dtype=torch.bool)
                  for m, rows in zip(masks, rounds, strict=True)]
         keeps.append((name, take(masks)))
-    return ScoredRows(rewards=take([rows.rewards for rows in rounds]), keeps=tuple(keeps))
+    task = [rows.task_rewards for rows in rounds]
+    return ScoredRows(rewards=take([rows.rewards for rows in rounds]), keeps=tuple(keeps),
+                      task_rewards=None if any(t is None for t in task) else take(task))
 
 
 def merge_groups(outs: list[dict], kept: list[tuple[int, int]], group: int,

@@ -11,11 +11,12 @@ import torch
 from grpo_ablate.training.run_state import RunState
 from grpo_ablate.training.trl_layer.compat import check_trl_compat
 from grpo_ablate.training.trl_layer.dispatch import HookDispatch
+from grpo_ablate.training.trl_layer.prompt_filter import PromptFiltering
 from grpo_ablate.training.trl_layer.resumable import ResumableTraining
 from grpo_ablate.training.trl_layer.vllm import VllmEvaluation, seeded_vllm_engine
 
 
-class AblationGRPOTrainer(HookDispatch, ResumableTraining, VllmEvaluation):
+class AblationGRPOTrainer(HookDispatch, PromptFiltering, ResumableTraining, VllmEvaluation):
     """GRPOTrainer + the hook tricks a run turns on, called at their points.
 
     `activity` counts how often each of them acted (the units each point function changed,
