@@ -10,8 +10,8 @@ import sys
 import torch
 from accelerate import Accelerator
 
-from grpo_ablate.hook_tricks import kept_loss_scale, on_whole_batch
 from grpo_ablate.hook_tricks.global_adv_norm import apply_global_adv_norm
+from grpo_ablate.hook_tricks.shared import kept_loss_scale, on_whole_batch
 from grpo_ablate.tasks.evaluation import generate
 
 

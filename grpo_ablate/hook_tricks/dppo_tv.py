@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_ablate.hook_tricks import HookTrick, TokenBatch, register, token_ratio_loss
+from grpo_ablate.hook_tricks import HookTrick, TokenBatch, register
+from grpo_ablate.hook_tricks.shared import token_ratio_loss
 from grpo_ablate.values import is_number
 
 

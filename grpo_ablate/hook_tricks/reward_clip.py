@@ -8,13 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grpo_ablate.hook_tricks import (
-    HookTrick,
-    RewardBatch,
-    counted_share,
-    register,
-    shaping_quantiles,
-)
+from grpo_ablate.hook_tricks import HookTrick, RewardBatch, counted_share, register
+from grpo_ablate.hook_tricks.shared import shaping_quantiles
 from grpo_ablate.values import is_number
 
 

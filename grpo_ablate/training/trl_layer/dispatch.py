@@ -18,8 +18,8 @@ from grpo_ablate.hook_tricks import (
     RewardBatch,
     StepBatch,
     hooks_at,
-    on_whole_batch,
 )
+from grpo_ablate.hook_tricks.shared import on_whole_batch
 from grpo_ablate.training.trl_layer.loss_point import KEPT_ROWS, ROW_REWARDS, LossPoint
 from grpo_ablate.training.trl_layer.rows import (
     ScoredRows,

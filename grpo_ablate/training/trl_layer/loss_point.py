@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
-from grpo_ablate.hook_tricks import TokenBatch, hooks_at, kept_loss_scale
+from grpo_ablate.hook_tricks import TokenBatch, hooks_at
+from grpo_ablate.hook_tricks.shared import kept_loss_scale
 from grpo_ablate.training.outcome import WEIGHT_MOVED
 
 # Loss types that average per sequence over the batch: a filtered-out sequence would still
