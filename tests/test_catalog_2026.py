@@ -17,7 +17,7 @@ from grpo_ablate.errors import UserError
 from grpo_ablate.hook_tricks import HOOKS, DropBatch, StepBatch, check_hooks, import_modules
 from grpo_ablate.hook_tricks.adv_clip import clip_advantages
 from grpo_ablate.hook_tricks.batch_advantage import batch_advantages
-from grpo_ablate.hook_tricks.kl_in_reward import kl_penalised_advantages
+from grpo_ablate.hook_tricks.kl_in_reward import kl_alike, kl_penalised_advantages
 from grpo_ablate.hook_tricks.maxrl import maxrl_advantages
 from grpo_ablate.hook_tricks.no_positive_resampling import group_pass_rates, prompts_solved
 from grpo_ablate.hook_tricks.prompt_loss import prompt_weights
@@ -170,11 +170,14 @@ def test_kl_in_the_reward_penalises_each_completion_by_its_summed_k1():
     # Through the hook: a group whose penalty is the same on every row keeps TRL's advantage.
     import_modules(["grpo_ablate.hook_tricks.kl_in_reward"])
     base = torch.tensor(grpo_by_hand(REWARDS.tolist()), dtype=torch.float32)
+    # So does one of identical completions, whose float32 sums differ in their last digits.
     flat = kl.clone()
     flat[:G] = 0.7
+    flat[G:2 * G] = 42.0 + torch.arange(G, dtype=torch.float64) * 4e-6
     batch = StepBatch(advantages=base, rewards=REWARDS, group_size=G, step=0, kl_to_ref=flat)
     new = HOOKS["kl_in_reward"].advantages(batch, beta)
-    assert torch.equal(new[:G], base[:G]) and not torch.allclose(new[G:], base[G:], atol=1e-3)
+    assert torch.equal(new[:2 * G], base[:2 * G])
+    assert not torch.allclose(new[2 * G:], base[2 * G:], atol=1e-3)
 
 
 def test_no_positive_resampling_leaves_out_the_prompts_whose_pass_rate_reached_the_bar():
@@ -341,11 +344,15 @@ def test_kl_in_the_reward_on_trls_own_batch(tmp_path, tiny_policy):
 
     kl = ((logps(trainer.model) - logps(trainer.ref_model)) * out["completion_mask"]).sum(1)
     assert kl.abs().min() > 1e-3  # the premise: every completion has a KL to plant
-    beta = trainer.beta
+    beta, g = trainer.beta, trainer.num_generations
     penalised = [r - beta * k for r, k in zip(plan, kl.tolist(), strict=True)]
-    assert torch.allclose(out["advantages"].double(),
-                          torch.tensor(grpo_by_hand_of(penalised, trainer.num_generations),
-                                       dtype=torch.float64), atol=1e-3, rtol=0)
+    # A group of identical completions (the tiny policy samples some) has one KL up to
+    # rounding: its penalty is a constant, and its advantages are the rewards' own.
+    alike = kl_alike(kl, g).repeat_interleave(g)
+    assert not alike.all()  # the premise: some group's KLs differ
+    expected = torch.where(alike, torch.tensor(grpo_by_hand_of(plan, g), dtype=torch.float64),
+                           torch.tensor(grpo_by_hand_of(penalised, g), dtype=torch.float64))
+    assert torch.allclose(out["advantages"].double(), expected, atol=1e-3, rtol=0)
     assert trainer.activity["kl_in_reward_changed"] > 0
     trainer._metrics["train"].clear()
     trainer._compute_loss(trainer.model, out)

@@ -30,6 +30,14 @@ def kl_penalised_advantages(rewards: Any, kl_to_ref: Any, coef: float, group_siz
     return centred / trl_scale(r, group_size, scale_rewards)
 
 
+def kl_alike(kl_to_ref: Any, group_size: int) -> Any:
+    """[groups] bool: the group's KLs are equal up to float32 rounding of their sums."""
+    import torch
+
+    grouped = kl_to_ref.view(-1, group_size)
+    return torch.isclose(grouped, grouped[:, :1], rtol=1e-5, atol=1e-6).all(1)
+
+
 def _at_advantages(batch: StepBatch, coef: float) -> Any:
     if batch.kl_to_ref is None:
         raise RuntimeError("hooks.kl_in_reward: no KL to the reference was handed to the "
@@ -40,10 +48,11 @@ def _at_advantages(batch: StepBatch, coef: float) -> Any:
                                                      batch.keep), batch.advantages.dtype)
     if batch.scale_rewards == "batch":
         return new
-    # A penalty equal across a group (none at all, say, on the reference's own weights)
-    # shifts its rewards alike and leaves its advantages as TRL computed them.
-    grouped = kl.view(-1, batch.group_size)
-    alike = (grouped == grouped[:, :1]).all(1).repeat_interleave(batch.group_size)
+    # A penalty equal across a group (none at all, say, on the reference's own weights; or
+    # identical completions, whose sums differ by rounding alone) shifts its rewards alike
+    # and leaves its advantages as TRL computed them: TRL's 1e-4 in a group of equal rewards
+    # would otherwise turn the rounding into advantages.
+    alike = kl_alike(kl, batch.group_size).repeat_interleave(batch.group_size)
     return new.where(~alike.to(new.device), batch.advantages)
 
 
