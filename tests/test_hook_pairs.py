@@ -100,12 +100,50 @@ ACTS = ["trainer.learning_rate=2e-3", "trainer.max_completion_length=2", "traine
         "eval.every_steps=0", "eval.sampled_k=1", "guard.kl_abort=1e12", "run_cache=null"]
 
 
+# Runs of several hook tricks, each two of them an allowed pair, hold every allowed pair: each
+# pair trains together in about a quarter of the runs of one run per pair. A run of several
+# may leave one trick nothing to act on (a filter that drops every row the loss terms would
+# act on, a reward transform that takes the one advantage past the clip away): each pair of
+# such a run then trains apart, and in a run of two both act. A pair where one trick leaves
+# the other nothing to act on, by the first's formula, trains apart from the start.
+RUN_SIZE = 4
+APART = {("adv_maxrl", "adv_clip_2")}
+
+
+def covering_runs(arms: list[str], allowed: list[tuple[str, str]],
+                  apart: set[tuple[str, str]], size: int) -> list[tuple[str, ...]]:
+    """Runs of at most `size` arms, each two of a run an allowed pair not in `apart`, that with
+    one run per pair in `apart` hold every allowed pair. Greedy: a run begins with the first
+    pair not yet held and grows by the arm that adds the most pairs not yet held."""
+    together = {frozenset(p) for p in allowed if p not in apart}
+    left = [frozenset(p) for p in allowed if p not in apart]
+    runs: list[tuple[str, ...]] = []
+    while left:
+        run = sorted(left[0], key=arms.index)
+        while len(run) < size:
+            gains = {c: sum(frozenset((c, r)) in left for r in run) for c in arms
+                     if c not in run and all(frozenset((c, r)) in together for r in run)}
+            best = max(gains, key=lambda c: gains[c], default=None)  # first arm of the most
+            if best is None or gains[best] == 0:
+                break
+            run.append(best)
+        runs.append(tuple(run))
+        left = [p for p in left if not p <= set(run)]
+    return [*runs, *sorted(apart)]
+
+
+def pairs_of(run: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(a, b) for i, a in enumerate(run) for b in run[i + 1:]]
+
+
 def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
-    """Each allowed pair of hook-trick arms, as one combined trick file, trains 2 steps
-    beside each arm alone (one seed); a trick that acts alone acts in every pair, and the
-    pair's record says so for both. Clip-Cov is the exception: whether a token's covariance
-    term falls in its window is the policy's log-probs (tests/test_variants.py builds that);
-    EMA and global normalisation act by construction (their measure is the config value)."""
+    """Each allowed pair of hook-trick arms trains together (runs of up to four tricks, each
+    as one combined trick file, that hold every allowed pair) beside each arm alone, 2 steps,
+    one seed; a trick that acts alone acts in every pair, and the pair's record says so for
+    both: in a run of several where each acts, or, where one of several did not, in a run
+    of the two. Clip-Cov is the exception: whether a token's covariance term falls in its
+    window is the policy's log-probs (tests/test_variants.py builds that); EMA and global
+    normalisation act by construction (their measure is the config value)."""
     import json
 
     from planted import planted, planted_groups
@@ -117,18 +155,28 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
 
     hooks, _ = arms_by_kind()
     allowed = [(a, b) for a, b, v in pair_table(natives=False) if v == COMBINES]
+    assert APART <= set(allowed)
+    runs = covering_runs(hooks, allowed, APART, RUN_SIZE)
+    held = {frozenset(p) for run in runs for p in pairs_of(run)}
+    assert held == {frozenset(p) for p in allowed}  # every allowed pair, and none refused
+    assert len(runs) < len(allowed) / 3
     folder = tmp_path / "conf" / "trick"
     folder.mkdir(parents=True)
-    for a, b in allowed:
-        (folder / f"{a}__{b}.yaml").write_text(combine(f"{a}__{b}", [a, b]).trick_yaml())
-    arms = [*hooks, *(f"{a}__{b}" for a, b in allowed)]
-    assert cli.main(["sweep", "--config-dir", str(tmp_path / "conf"), f"trick={','.join(arms)}",
-                     "seed=0", f"out_root={tmp_path}", "sweep_name=pairs", *ACTS,
-                     planted(planted_groups(16))]) == 0
-    records = {r["arm"]: r for r in (json.loads(p.read_text())
-                                     for p in (tmp_path / "pairs").glob("runs/*/record.json"))}
-    assert sorted(records) == sorted(arms)
-    assert [a for a, r in records.items() if r["status"] != "completed"] == []
+    records: dict[str, dict] = {}
+
+    def train(sweep: str, arms: list[str], runs: list[tuple[str, ...]]) -> None:
+        for run in runs:
+            (folder / f"{'__'.join(run)}.yaml").write_text(
+                combine("__".join(run), list(run)).trick_yaml())
+        assert cli.main(["sweep", "--config-dir", str(tmp_path / "conf"),
+                         f"trick={','.join(arms)}", "seed=0", f"out_root={tmp_path}",
+                         f"sweep_name={sweep}", *ACTS, planted(planted_groups(16))]) == 0
+        records.update({r["arm"]: r for r in (json.loads(p.read_text()) for p in
+                                              (tmp_path / sweep).glob("runs/*/record.json"))})
+        assert sorted(records) == sorted({*records, *arms})
+        assert [a for a, r in records.items() if r["status"] != "completed"] == []
+
+    train("pairs", [*hooks, *("__".join(run) for run in runs)], runs)
 
     def measures(arm: str) -> list[str]:
         keys = [k.removeprefix("hooks.") for k in records[arm]["config"]["trick"]["keys"]]
@@ -142,17 +190,24 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
     assert {arm for arm, m in acting.items() if m} == set(hooks) - {
         "clip_cov", "ema_0.9", "adv_norm_global", "length_penalty_task", "loss_prompt_level",
         "kl_in_reward", "no_positive_resampling", "dppo_tv"}
-    silent = {}
-    for a, b in allowed:
-        details = records[f"{a}__{b}"]["activity"]["details"]
-        silent.update({(a, b, m): details.get(m) for m in acting[a] + acting[b]
-                       if not details.get(m)})
-    # One pair where the second has nothing left to act on, by the first's formula: MaxRL's
-    # advantages of the planted groups stay inside the clip's [-2, 2] (at most 1.91).
+
+    def silent(run: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+        details = records["__".join(run)]["activity"]["details"]
+        return {(*run, m): details.get(m) for a in run for m in acting[a] if not details.get(m)}
+
+    masked = [run for run in runs if len(run) > 2 and silent(run)]
+    apart = sorted({p for run in masked for p in pairs_of(run)} - {r for r in runs if len(r) == 2})
+    train("pairs_apart", ["__".join(p) for p in apart], apart)
+    # In a run of two, both act, but in the pair trained apart from the start: MaxRL's
+    # advantages of the planted groups stay inside the clip's [-2, 2] (at most 1.91), so the
+    # clip has nothing to act on.
     import torch
 
     from grpo_ablate.hook_tricks.maxrl import maxrl_advantages
 
     planted_maxrl = maxrl_advantages(torch.tensor(planted_groups(16)), 16).nan_to_num(nan=0.0)
     assert planted_maxrl.abs().max() < 2
-    assert silent == {("adv_maxrl", "adv_clip_2", "adv_clip"): 0.0}
+    twos = [r for r in runs if len(r) == 2] + apart
+    assert {k: v for run in twos for k, v in silent(run).items()} == \
+        {("adv_maxrl", "adv_clip_2", "adv_clip"): 0.0}
+    assert len(runs) + len(apart) < len(allowed) / 2

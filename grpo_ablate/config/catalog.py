@@ -3,6 +3,8 @@ conf/trick/*.yaml, plus trick/*.yaml in any --config-dir a user adds."""
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -29,20 +31,29 @@ def trick_paths(config_dirs: list[str] | None = None) -> dict[str, Path]:
     return files
 
 
+@lru_cache(maxsize=4096)
+def _trick_meta(text: str) -> dict:
+    # Keyed by the file's text (reading is cheap, parsing is not): an edited file is parsed
+    # again. Plain YAML, not OmegaConf: the metadata is literal text, and every process reads
+    # every file (the former names are registered on import): libyaml's safe loader, 7x faster.
+    return (yaml.load(text, Loader=SAFE_LOADER) or {}).get("trick") or {}
+
+
+def _metas(config_dirs: list[str] | None) -> list[dict]:
+    # The cached metadata itself, for readers that do not keep it: not to be changed.
+    return [t for t in (_trick_meta(p.read_text()) for p in trick_paths(config_dirs).values())
+            if "id" in t]  # a former name's file holds only `called_as`
+
+
 def load_catalog(config_dirs: list[str] | None = None) -> list[dict]:
-    """Every arm's metadata, baseline first."""
-    files = trick_paths(config_dirs)
-    # Plain YAML, not OmegaConf: the metadata is literal text, and every process reads every
-    # file (the former names are registered on import): libyaml's safe loader, 7x faster.
-    tricks = [(yaml.load(p.read_text(), Loader=SAFE_LOADER) or {}).get("trick") or {}
-              for p in files.values()]
-    tricks = [t for t in tricks if "id" in t]  # a former name's file holds only `called_as`
+    """Every arm's metadata, baseline first (each call its own copy)."""
+    tricks = [copy.deepcopy(t) for t in _metas(config_dirs)]
     return sorted(tricks, key=lambda t: (t["id"] != "baseline", t["family"], t["id"]))
 
 
 def former_names(config_dirs: list[str] | None = None) -> dict[str, str]:
     """A renamed trick's former name -> its name now (`trick.formerly` in its file)."""
-    return {t["formerly"]: t["id"] for t in load_catalog(config_dirs) if t.get("formerly")}
+    return {t["formerly"]: t["id"] for t in _metas(config_dirs) if t.get("formerly")}
 
 
 def current_name(arm: str) -> str:

@@ -9,7 +9,9 @@ value twice is one setting."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -86,6 +88,13 @@ def _flatten(node: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+@lru_cache(maxsize=4096)
+def _trick_file(text: str) -> dict:
+    # As Hydra reads it (YAML 1.1 alone reads `1.0e6` as a string), interpolations kept;
+    # keyed by the text, so an edited file is parsed again.
+    return OmegaConf.to_container(OmegaConf.create(text), resolve=False) or {}
+
+
 def trick_settings(name: str, config_dirs: list[str] | None = None) -> tuple[dict, dict]:
     """(the trick's metadata, its settings as dotted keys) from its file; a former name is
     read as the trick it became."""
@@ -94,8 +103,7 @@ def trick_settings(name: str, config_dirs: list[str] | None = None) -> tuple[dic
     if path is None:
         raise UserError(f"combine: trick={name}: no such trick file; allowed: a trick of "
                         "`grpo-ablate tricks`")
-    # As Hydra reads it (YAML 1.1 alone reads `1.0e6` as a string), interpolations kept.
-    data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    data = copy.deepcopy(_trick_file(path.read_text()))
     meta = data.pop("trick", None) or {}
     data.pop("defaults", None)
     return meta, _flatten(data)
