@@ -173,7 +173,7 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
                          f"sweep_name={sweep}", *ACTS, planted(planted_groups(16))]) == 0
         records.update({r["arm"]: r for r in (json.loads(p.read_text()) for p in
                                               (tmp_path / sweep).glob("runs/*/record.json"))})
-        assert sorted(records) == sorted({*records, *arms})
+        assert set(arms) <= set(records)
         assert [a for a, r in records.items() if r["status"] != "completed"] == []
 
     train("pairs", [*hooks, *("__".join(run) for run in runs)], runs)
