@@ -166,12 +166,19 @@ def cmd_report(args: list[str]) -> int:
 
 
 def cmd_tricks(args: list[str]) -> int:
-    """The catalog; with --pairs, which tricks combine and which pairs are refused, why."""
-    pairs = "--pairs" in args
-    line = cl.parse_hydra_line([a for a in args if a != "--pairs"])
-    if line.overrides or line.show or line.multirun:
-        raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, --pairs, or "
-                        "--config-dir DIR")
+    """The catalog; with --pairs, which tricks combine and which pairs are refused, why; with
+    --fidelity, each arm's card against its source (exit 1 where a card does not hold)."""
+    pairs, fidelity = "--pairs" in args, "--fidelity" in args
+    line = cl.parse_hydra_line([a for a in args if a not in ("--pairs", "--fidelity")])
+    if line.overrides or line.show or line.multirun or (pairs and fidelity):
+        raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, --pairs, --fidelity, "
+                        "or --config-dir DIR")
+    if fidelity:
+        from grpo_ablate.config.fidelity import fidelity_lines  # composes: only when asked
+
+        lines = fidelity_lines(line.config_dirs)
+        print("\n".join(lines))
+        return 1 if any(x.startswith("problem: ") for x in lines) else 0
     if pairs:
         from grpo_ablate.config.pairs import pair_lines  # composes: only when asked
 

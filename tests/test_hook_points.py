@@ -51,7 +51,7 @@ def test_a_variant_is_its_yaml_and_its_module_and_nothing_else_names_it(hook):
 
 def test_the_hooks_of_a_point_run_in_their_declared_order():
     on = {"kl_cov": {"ratio": 0.1, "coef": 0.1}, "clip_cov": {"ratio": 0.1, "lb": 1, "ub": 5},
-          "adv_passk": None, "adv_positive": {"weight": 0.1}}
+          "adv_passk": None, "adv_positive": {"weight": 0.1, "correct_at": 1.0}}
     assert [h.name for h, _ in hooks_at("token_advantages", on)] == ["clip_cov", "kl_cov"]
     assert [h.name for h, _ in hooks_at("advantages", on)] == ["adv_positive"]  # null is off
     assert measure_of(HOOKS["clip_cov"]) == ("clip_cov", "tokens whose advantage clip_cov changed")
@@ -87,11 +87,31 @@ def test_the_pass_at_k_advantage_is_the_enumerated_subsets_mean(k):
     assert (got[8:24] == 0).all() and (got[24] > 0) and (got[25:32] < 0).all()
 
 
-def test_w_reinforce_weights_the_positive_advantages_alone():
-    adv = torch.tensor([1.5, -0.5, 0.0, 2.0, -2.0])
-    got = HOOKS["adv_positive"].advantages(StepBatch(adv, adv, 5, 0), {"weight": 0.1})
-    assert torch.equal(got, torch.tensor([0.15, -0.5, 0.0, 0.2, -2.0]))
-    assert torch.equal(adv_positive.weight_positive(adv, 0.0), torch.tensor([0.0, -0.5, 0.0, 0.0, -2.0]))
+def psr_nsr_weighted(scores: list[float], weight: float) -> list[float]:
+    """The authors' W-REINFORCE advantage (RLVR-Decomposed, compute_psr_nsr_outcome_advantage,
+    advantage=weighted), written out here: the return is the outcome score; a right sample's
+    (score 1) is multiplied by the positive weight, a wrong one's (score 0) has 1 taken off."""
+    out = []
+    for score in scores:
+        advantage = score
+        if score == 1:
+            advantage *= weight
+        elif score == 0:
+            advantage -= 1
+        out.append(advantage)
+    return out
+
+
+def test_w_reinforce_is_the_authors_weighted_psr_nsr_advantage():
+    """On 0/1 rewards, with groups all right, all wrong and mixed: +0.1 and -1, whatever the
+    group's mean (no baseline, no std); the group z-score it replaces is not consulted."""
+    rewards = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    z = torch.randn(12)  # TRL's advantage, which W-REINFORCE replaces
+    got = HOOKS["adv_positive"].advantages(StepBatch(z, rewards, 4, 0),
+                                           {"weight": 0.1, "correct_at": 1.0})
+    assert torch.allclose(got, torch.tensor(psr_nsr_weighted(rewards.tolist(), 0.1)))
+    assert (got[:4] > 0).all() and (got[4:8] < 0).all()  # uniform groups keep a gradient
+    assert torch.equal(adv_positive.w_reinforce_advantages(rewards, 0.0, 1.0)[:4], torch.zeros(4))
 
 
 def planted_tokens(seed: int = 0, rows: int = 6, width: int = 9):

@@ -28,6 +28,7 @@ QUICK = {
     "bench_stats.py": ["--quick"],
     "check_adaptive.py": ["--quick"],
     "check_calibration.py": ["--quick"],
+    "check_duplicates.py": ["--quick"],
     "check_independent.py": ["--quick"],
     "check_plan.py": ["--quick"],
     "check_screening.py": ["--quick"],
@@ -42,6 +43,7 @@ ELSEWHERE = {
     "bench_overhead.py": "the GPU check's rehearsal (below): its overhead step, whose figures "
                          "are checked against docs/figures.md there",
     "gpu_wheels.sh": "tests/test_gpu_check.py (downloads the wheelhouse, then --dry-run)",
+    "gen_reference.py": "tests/test_fidelity.py runs its --check (the generated docs are current)",
     "slurm_local.sh": "the Makefile's test target, before pytest (the slurm tests use it)",
 }
 FIGURE = re.compile(r"`([a-z][a-z0-9_]*(?:\[[^\]`]*\])?)=")

@@ -11,6 +11,7 @@ grpo_fields.py  every GRPOConfig field: pinned by the baseline recipe or declare
 identity.py  ROLES (each key's part in a run's identity), run_id, computation_key, RunSpec
 compose.py   Hydra composition, override parsing, a sweep's jobs, validation
 catalog.py   the trick catalog, read from the trick files
+fidelity.py  each arm's card against its source: settings, choices, deviations (`tricks --fidelity`)
 combination.py  tricks applied together as one trick file (a recipe, a pair)
 pairs.py     which tricks combine and which pairs are refused, derived (`tricks --pairs`)
 screening.py    a screening design's factors, its points as trick files, design.json

@@ -13,6 +13,7 @@ from grpo_ablate import hook_tricks
 from grpo_ablate.config.layout import gpus_for
 from grpo_ablate.errors import UserError
 from grpo_ablate.runtime import cuda_available, visible_gpus
+from grpo_ablate.tasks import reward_kind
 from grpo_ablate.values import HUB_ID
 
 
@@ -88,6 +89,11 @@ def check_relations(data: dict) -> None:
             f"multiple of trainer.num_generations={tr['num_generations']} (whole groups per batch)")
     check_loss_relations(data)
     problem = hook_tricks.check_hooks(data)  # each hook trick's own cross-key rules
+    if problem:
+        raise UserError(problem)
+    problem = hook_tricks.reward_kind_problem(data.get("hooks") or {},
+                                              reward_kind(data["task"]),
+                                              data["task"].get("preset") or data["task"]["name"])
     if problem:
         raise UserError(problem)
 

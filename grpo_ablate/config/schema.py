@@ -206,7 +206,9 @@ SCHEMA: dict[str, Any] = {
     # against: the arm it is compared with (default: baseline), one it can act on;
     # composed_of: the tricks a combined trick (a sweep's recipe, a pair) applies together;
     # control: near_null for an arm expected to be (almost) inert, the report's live check of
-    # false positives; inert: where an arm has nothing to act on, in words.
+    # false positives; inert: where an arm has nothing to act on, in words; premise: keys it
+    # sets so its method has something to act on, shared with its against arm (not its
+    # activity); fidelity: its card against its source (config/fidelity.py).
     "trick": {
         "id": ANY,
         "family": ANY,
@@ -226,6 +228,9 @@ SCHEMA: dict[str, Any] = {
         "control": one_of("near_null"),
         "inert": ANY,
         "topology": ANY,  # a leave-one-out or add-one arm's place in its sweep
+        "premise": (lambda x: isinstance(x, list) and all(isinstance(v, str) for v in x),
+                    "a list of dotted keys the arm also sets, e.g. [trainer.num_iterations]"),
+        "fidelity": ANY,  # checked by config/fidelity.py (`grpo-ablate tricks --fidelity`)
     },
     "logger": {
         "backend": one_of("none", "wandb"),

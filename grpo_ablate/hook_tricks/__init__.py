@@ -69,9 +69,11 @@ class HookTrick:
     - `generation(Generation, value) -> (the step's batch, its rewards)`: what a training
       step trains on, from more rounds of sampling; it counts for itself;
     - `drop_samples(DropBatch, value) -> keep [completions] bool, or None (none dropped this
-      step)`: a dropped sample's rewards become NaN before TRL's group advantage (TRL leaves
-      it out of its group's mean and std and gives it advantage 0), and it leaves the loss
-      mask and every normaliser; the share dropped is logged as `dropped_metric`;
+      step)`: a dropped sample leaves the loss mask and every normaliser; the share dropped
+      is logged as `dropped_metric`. Where `drop_from_advantage(value)` is true (the
+      default), its rewards also become NaN before TRL's group advantage (TRL leaves it out
+      of its group's mean and std); where false, the group's advantages are computed over
+      every sample, the dropped ones included, and the drop acts on the loss alone;
     - `policy_average(value, model, saved) -> average`: averaged weights that are the arm's
       policy (EMA), evaluated beside the raw weights: `average.update(model)` after each
       optimizer step, `average.swapped_in(model)` for an evaluation, `average.shadow` what
@@ -88,6 +90,9 @@ class HookTrick:
     cycled); counted as `<name>_prompts` and `<name>_left_out` of the last epoch.
     `kl_from_loss`: the hook takes TRL's KL term out of the loss (trainer.beta then only
     builds the reference model) and its advantages point is given StepBatch.kl_to_ref.
+    `applies_to(value, reward_kind)`: why the hook cannot act as its method on a task whose
+    rewards are of that kind (binary, graded, fraction, score: tasks.reward_kind), or None;
+    such a run is refused in one line when it is composed.
     `ratio_clip_off`: a token_advantages hook that replaces TRL's ratio clip (a trust region
     of its own): inside the loss the clip range is made wide enough to leave it no effect.
     `replaces`: what of GRPO's computation it replaces (two hooks that replace the same thing
@@ -113,6 +118,8 @@ class HookTrick:
     reward_function: Callable[[Any, dict, Counter], tuple[Callable, float]] | None = None
     generation: Callable[[Generation, Any], tuple[dict, Any]] | None = None
     drop_samples: Callable[[DropBatch, Any], Any] | None = None
+    drop_from_advantage: Callable[[Any], bool] | None = None  # None: true
+    applies_to: Callable[[Any, str], str | None] | None = None
     policy_average: Callable[[Any, Any, dict | None], Any] | None = None
     dropped_metric: str | None = None
     details: Callable[[Counter], dict] | None = None
@@ -129,6 +136,10 @@ class HookTrick:
 
     def active(self, value: Any) -> bool:
         return value is not None and value is not False and value != 0
+
+    def drops_from_advantage(self, value: Any) -> bool:
+        """Whether the samples it drops also leave their group's advantage statistics."""
+        return True if self.drop_from_advantage is None else bool(self.drop_from_advantage(value))
 
     def point(self) -> str | None:
         """The point whose changes the trainer counts for this hook, if any."""
@@ -234,6 +245,20 @@ def check_hooks(data: dict) -> str | None:
             problem = pair_problem(first, second)
             if problem:
                 return problem
+    return None
+
+
+def reward_kind_problem(hooks: dict, kind: str, task: str) -> str | None:
+    """Why a run's hooks cannot act as their methods on a task whose rewards are of `kind`
+    (one line), or None."""
+    for name, value in (hooks or {}).items():
+        hook = HOOKS.get(name)
+        if hook is None or hook.applies_to is None or not hook.active(value):
+            continue
+        why = hook.applies_to(value, kind)
+        if why:
+            return (f"hooks.{name} on task {task} ({kind} rewards): {why}; allowed: a task whose "
+                    "rewards it is defined on, or another arm")
     return None
 
 

@@ -1,5 +1,5 @@
-"""Advantage clipping (NeMo-RL's and ROLL's `advantage_clip`; VAPO, arXiv 2504.05118, keeps
-its advantages bounded): every advantage clamped to [-c, c] after the advantage estimator,
+"""Advantage clipping (ROLL's `advantage_clip`, 2.0 in its documented PPO config; NeMo-RL's
+`advantage_clip_low/high`, off by default): every advantage clamped to [-c, c] after the advantage estimator,
 so that one right answer in a group of wrong ones (a z-score near sqrt(G-1)) cannot dominate
 the step. At the advantages point, after every estimator."""
 

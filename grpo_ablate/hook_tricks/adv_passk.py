@@ -16,6 +16,7 @@ from math import comb
 from typing import Any
 
 from grpo_ablate.hook_tricks import HookTrick, StepBatch, register
+from grpo_ablate.hook_tricks.shared import needs_right_answers
 from grpo_ablate.values import is_int, is_number
 
 
@@ -57,9 +58,8 @@ def _check(value: dict, cfg: dict) -> str | None:
 register(HookTrick(
     "adv_passk", "the analytic Pass@k advantage in place of the group z-score",
     excludes=(("filter_low_reward", "Pass@k's advantage counts every sample of a group, and the "
-               "filter takes samples out of it"),
-              ("adv_positive", "each is its own paper's advantage, and W-REINFORCE's weight on "
-               "Pass@k's positive advantages is neither paper's estimator")),
+               "filter takes samples out of it"),),
+    replaces="the group advantage (one advantage estimator at a time)",
     fields={"k": (lambda x: is_int(x) and x >= 1, "an integer >= 1"),
             "correct_at": (is_number, "a number (a completion whose reward reaches it is right)")},
-    advantages=_at_advantages, check=_check))
+    advantages=_at_advantages, check=_check, applies_to=needs_right_answers("Pass@k"), order=5))

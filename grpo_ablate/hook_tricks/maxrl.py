@@ -27,6 +27,13 @@ def maxrl_advantages(rewards: Any, group_size: int, keep: Any | None = None) -> 
     return out.masked_fill(grouped.isnan(), float("nan")).reshape(-1)
 
 
+def _applies_to(on: bool, kind: str) -> str | None:
+    if kind == "score":
+        return ("MaxRL weighs a prompt by 1 / its success probability (the group's mean "
+                "reward in [0, 1]), and a reward model's score is no probability")
+    return None
+
+
 def _at_advantages(batch: StepBatch, on: bool) -> Any:
     new = maxrl_advantages(batch.rewards, batch.group_size, batch.keep)
     return zero_where_dropped(new, batch.advantages.dtype)
@@ -36,4 +43,4 @@ register(HookTrick(
     "maxrl", "MaxRL: (r - group mean) / group mean in place of the group z-score",
     rule=(lambda x: isinstance(x, bool), "true or false"),
     replaces="the group advantage (one advantage estimator at a time)",
-    advantages=_at_advantages, order=5))
+    advantages=_at_advantages, applies_to=_applies_to, order=5))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_ablate.hook_tricks import HookTrick, PromptFilter, register
+from grpo_ablate.hook_tricks.shared import needs_right_answers
 from grpo_ablate.values import is_number
 
 
@@ -40,4 +41,4 @@ register(HookTrick(
     measure=("prompts_left_out", "training prompts the last epoch left out (solved before it)"),
     prompt_filter=PromptFilter(pass_rates=group_pass_rates, left_out=prompts_solved),
     replaces="the prompt sampler (one prompt filter at a time)",
-    details=_details))
+    applies_to=needs_right_answers("no-positive-resampling's pass rate"), details=_details))

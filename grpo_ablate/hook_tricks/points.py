@@ -59,7 +59,9 @@ class StepBatch:
     step: int
     scale_rewards: str = "group"  # TRL's scaling: group | batch | none
     lengths: Any = None  # [completions] completion tokens the loss counts
-    keep: Any = None     # [completions] bool, the rows drop_samples kept; None: all of them
+    keep: Any = None     # [completions] bool, the rows in the group statistics (drop_samples
+    #                      took the others out before the advantage); None: all of them
+    in_loss: Any = None  # [completions] bool, the rows the loss keeps (every drop); None: all
     # [completions] sum over the completion's tokens of log pi_sample - log pi_ref (k1), the
     # KL to the reference at sampling time; only for a hook with `kl_from_loss` (else None)
     kl_to_ref: Any = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_ablate.hook_tricks import HookTrick, TokenBatch, register
+from grpo_ablate.hook_tricks.shared import needs_right_answers
 from grpo_ablate.values import is_number
 
 
@@ -27,4 +28,5 @@ register(HookTrick(
     fields={"coef": (lambda x: is_number(x) and x > 0, "a number > 0 (VAPO's 0.1)"),
             "correct_at": (is_number, "a number (a completion whose reward reaches it is "
                                       "correct)")},
-    loss_term=lambda batch, v: positive_nll(batch, float(v["coef"]), float(v["correct_at"]))))
+    loss_term=lambda batch, v: positive_nll(batch, float(v["coef"]), float(v["correct_at"])),
+    applies_to=needs_right_answers("the positive-sample NLL")))

@@ -31,7 +31,7 @@ def prompt_weights(lengths: Any, group_size: int, keep: Any | None = None) -> An
 
 
 def _at_advantages(batch: StepBatch, on: bool) -> Any:
-    weight = prompt_weights(batch.lengths, batch.group_size, batch.keep)
+    weight = prompt_weights(batch.lengths, batch.group_size, batch.in_loss)
     return (batch.advantages * weight.to(batch.advantages.device)).to(batch.advantages.dtype)
 
 

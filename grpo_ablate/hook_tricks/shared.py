@@ -45,3 +45,14 @@ def kept_loss_scale(keep: Any, gather: Callable[[Any], Any], processes: int) -> 
     every process (drop_samples): n_local * processes / kept everywhere."""
     kept = gather(keep.sum().reshape(1)).sum()
     return keep.numel() * processes / kept.clamp(min=1)
+
+
+def needs_right_answers(method: str):
+    """An `applies_to` rule for a method that splits completions into right and wrong by a
+    full-credit reward: a reward model's score (kind `score`) has no right answer."""
+    def applies_to(value: Any, kind: str) -> str | None:
+        if kind == "score":
+            return (f"{method} needs right and wrong completions (a reward that reaches full "
+                    "credit), and a reward model's score has none")
+        return None
+    return applies_to

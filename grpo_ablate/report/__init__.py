@@ -11,7 +11,7 @@ from pathlib import Path
 
 from grpo_ablate.errors import UserError
 from grpo_ablate.records import atomic_write_text, jsonable
-from grpo_ablate.report.controls import arm_controls
+from grpo_ablate.report.controls import arm_controls, arm_duplicates
 from grpo_ablate.report.markdown import render_markdown
 from grpo_ablate.report.settings import ReportSettings, parse_min_effect
 from grpo_ablate.results.plan_file import read_plan
@@ -258,6 +258,7 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     report["recipe_departures"] = baseline_departures(df, settings.baseline)
     report["priors"] = arm_priors(df)
     report["controls"] = arm_controls(df)
+    report["duplicates"] = arm_duplicates(sorted(set(df["arm"])))
     report["additivity"] = additivity_of(df, report, settings)
     figures = []
     if settings.figures:

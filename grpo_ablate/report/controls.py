@@ -38,3 +38,29 @@ def arm_controls(df) -> dict[str, str]:
         return {}
     rows = df.dropna(subset=["control"]).drop_duplicates("arm")
     return dict(zip(rows["arm"], rows["control"], strict=True))
+
+
+def arm_duplicates(arms: list[str]) -> dict[str, dict]:
+    """The arms whose fidelity card declares them a duplicate of another arm (config/fidelity):
+    {arm: {arm, where, term}}, read from the trick files of the catalog."""
+    from grpo_ablate.config.catalog import load_catalog
+
+    cards = {t["id"]: (t.get("fidelity") or {}).get("duplicate_of") for t in load_catalog()}
+    return {a: dict(cards[a]) for a in arms if cards.get(a)}
+
+
+def duplicate_lines(st: dict, duplicates: dict[str, dict]) -> list[str]:
+    """The report's "Declared duplicates" lines for the stratum's arms (none: [])."""
+    rows = []
+    for x in st["arms"]:
+        dup = duplicates.get(x["arm"])
+        if dup:
+            term = "its policy term is" if dup.get("term") == "policy" else "it computes"
+            rows.append(f"- {x['arm']}: {term} {dup['arm']}'s gradient up to a positive scale "
+                        f"({dup['where']}): its verdict, {x['verdict'].replace('_', ' ')}, is about "
+                        f"that sameness, not a second method")
+    if not rows:
+        return []
+    return ["", "### Declared duplicates", "",
+            "Arms whose fidelity card says they compute another arm's gradient on this kind of "
+            "baseline (`grpo-ablate tricks --fidelity`, docs/tricks.md).", "", *rows]

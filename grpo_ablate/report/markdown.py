@@ -4,7 +4,7 @@ diagnostics and failures."""
 
 from __future__ import annotations
 
-from grpo_ablate.report.controls import control_lines
+from grpo_ablate.report.controls import control_lines, duplicate_lines
 from grpo_ablate.report.design_text import arms_line, margin_text, runs_line, scope_line
 
 VERDICT_MARK = {"improves": "improves", "harms": "**harms**", "negligible": "negligible",
@@ -94,6 +94,7 @@ def render_markdown(report: dict, figures: list[str]) -> str:
                   f"{_f(x['prob_improvement'], 2)}" for x in st["arms"]]
         lines += _against(st, report["baseline"]) + _priors(st, report.get("priors") or {})
         lines += control_lines(st, report.get("controls") or {})
+        lines += duplicate_lines(st, report.get("duplicates") or {})
         lines += (_adaptive(st) + _variance(st) + _activity(st) + _budget(st) + _ema(st, m)
                   + _stability(st) + _illusion(st) + _recipe(st, report.get("design") or {})
                   + _diag(st) + _failures(st))

@@ -35,6 +35,17 @@ from grpo_ablate.tasks.math import MathTask
 
 TASKS = {"arithmetic": ArithmeticTask, "math": MathTask, "code": CodeTask, "chat": ChatTask}
 
+# What a task's rewards are: `binary` 0/1 (right or not), `graded` full credit 1 with partial
+# credit below it, `fraction` the share of tests passed (1: all), `score` a reward model's
+# score (no range and no right answer). A trick whose method needs a right answer, or 0/1
+# rewards, is refused on the kinds it is not defined on (hook_tricks.HookTrick.applies_to).
+REWARD_KINDS = ("binary", "graded", "fraction", "score")
+
+
+def reward_kind(cfg: dict) -> str:
+    """The kind of a task section's rewards (REWARD_KINDS)."""
+    return TASKS[cfg["name"]].reward_kind(cfg)
+
 
 def get_task(cfg: dict):
     return TASKS[cfg["name"]](cfg)

@@ -103,6 +103,10 @@ class ArithmeticTask(Task):
 
     name = "arithmetic"
 
+    @staticmethod
+    def reward_kind(cfg: dict) -> str:
+        return "graded"  # 1 right, partial credit for near misses, -1 malformed
+
     def __init__(self, cfg: dict) -> None:
         super().__init__(cfg)
         train, held_out = split_problems(cfg["max_operand"], cfg["eval_fraction"], cfg["split_seed"])

@@ -42,6 +42,12 @@ class Task:
         return self.data_key(self.cfg)
 
     @staticmethod
+    def reward_kind(cfg: dict) -> str:
+        """What its rewards are (tasks.REWARD_KINDS): which tricks' methods are defined on
+        them (a method that needs a right answer needs a full-credit reward)."""
+        raise NotImplementedError
+
+    @staticmethod
     def data_key(cfg: dict) -> dict:
         raise NotImplementedError
 

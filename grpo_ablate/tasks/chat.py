@@ -61,6 +61,10 @@ def check_reward_model(path) -> None:
 
 class ChatTask(TextTask):
     name = "chat"
+
+    @staticmethod
+    def reward_kind(cfg: dict) -> str:
+        return "score"  # a reward model's score: no range, no right answer
     _rm = None  # the reward model, loaded on first use
 
     @classmethod

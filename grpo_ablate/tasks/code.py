@@ -201,6 +201,10 @@ def score(completion: str, row: dict, preset: str, timeout_s: float = 10.0) -> f
 class CodeTask(TextTask):
     name = "code"
 
+    @staticmethod
+    def reward_kind(cfg: dict) -> str:
+        return "fraction"  # the share of the tests passed; 1 = all
+
     def __init__(self, cfg: dict) -> None:
         self.preset = cfg["preset"]
         super().__init__(cfg)

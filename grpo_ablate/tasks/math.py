@@ -193,6 +193,10 @@ class MathTask(TextTask):
     name = "math"
 
     @staticmethod
+    def reward_kind(cfg: dict) -> str:
+        return "binary" if not cfg.get("format_weight") else "graded"
+
+    @staticmethod
     def fields_of(cfg: dict) -> tuple[str, ...]:
         return (cfg["question_field"], cfg["answer_field"])
 

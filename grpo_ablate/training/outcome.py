@@ -120,7 +120,10 @@ def trick_activity(cfg: dict, rows: list[dict], counts: dict, hooks: dict | None
     change (samples clipped, groups whose advantages the length penalty moved, samples
     dropped, steps whose gradient clipping differed from the baseline's). A trick that only
     sets a config value acts on every step by construction. The baseline arm: empty."""
-    keys = cfg["trick"]["keys"]
+    # A premise (the off-policy data its method acts on, shared with its against arm) is not
+    # the arm's activity: its method's keys are.
+    premise = set(cfg["trick"].get("premise") or [])
+    keys = [k for k in cfg["trick"]["keys"] if k not in premise]
     if not keys:
         return {}
     details = {**counted_details(cfg["hooks"], counts), **trainer_details(cfg, rows),
@@ -199,6 +202,11 @@ def variant_details(tr: dict, rows: list[dict]) -> dict:
 LOSS_MEASURES = {
     "sapo": {"trainer.loss_type": ("reused_updates", "updates on a reused batch, where the "
                                    "soft gate departs from GRPO's clip")},
+    # CISPO departs from the clipped surrogate where a batch is reused (the ratio leaves 1);
+    # for it epsilon_high is the weight's cap, not the clip's upper bound.
+    "cispo": dict.fromkeys(("trainer.loss_type", "trainer.epsilon_high"),
+                           ("reused_updates", "updates on a reused batch, where CISPO's "
+                            "capped weight departs from the clipped surrogate")),
     "vespo": {"trainer.loss_type": ("vespo_reweighted_sequences",
                                     "sequences whose Gamma weight left 1")},
     "luspo": {"trainer.loss_type": ("unequal_length_steps", "steps whose completions differ in "
@@ -218,6 +226,8 @@ def _activity_of(keys: list[str], details: dict, values: dict | None,
         # The cap and sequence-level ratios can only act where a token's ratio leaves 1.
         "trainer.delta": ("ratio_clip_tokens", "tokens whose importance ratio left the clip "
                           "range (where the two-sided cap can bind)"),
+        "trainer.epsilon": ("ratio_clip_tokens", "tokens whose importance ratio left the clip "
+                            "range"),
         "trainer.importance_sampling_level": ("ratio_clip_tokens", "tokens whose importance "
                                               "ratio left the clip range (off-policy updates)"),
         "trainer.mask_truncated_completions": ("truncated_masked",

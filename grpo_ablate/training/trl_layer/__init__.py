@@ -30,8 +30,9 @@ TRL behaviour relied on (checked by compat.py and tests/test_trl_hooks.py):
 - `_calculate_rewards` returns the (completions x reward functions) matrix gathered over
   all processes, before the group mean is taken, once for each sampled batch;
 - a completion whose rewards are all NaN is left out of its group's mean and std and gets
-  advantage 0 (TRL's "unscorable" rule): low-reward filtering uses it, so the kept samples'
-  advantages are computed over the kept samples only, as the review defines the trick;
+  advantage 0 (TRL's "unscorable" rule): a dropping hook that acts before the advantage
+  (zero-variance filtering; low-reward filtering with advantage_over=kept) uses it, so the
+  kept samples' advantages are computed over the kept samples only;
 - `_compute_loss` computes the policy's log-probs before it reads `inputs["advantages"]`, and
   takes per-token [rows, tokens] advantages as they are (the loss point);
 - the Trainer sets each epoch on its data loader's sampler (`set_epoch`) before iterating;

@@ -51,7 +51,7 @@ class HookDispatch(LossPoint):
         task = rewards_per_func[:, 0].clone()  # the task's reward function comes first
         rewards_per_func = self._reward_hooks(rewards_per_func, lengths, weights, mode)
         shaped = (rewards_per_func * weights).nansum(1)
-        keeps = []
+        keeps, before = [], set()
         if mode == "train":
             for hook, value in hooks_at("drop_samples", self.ablation_hooks):
                 keep = hook.drop_samples(DropBatch(shaped, self.state.global_step,
@@ -59,11 +59,17 @@ class HookDispatch(LossPoint):
                                          value)
                 if keep is not None:
                     keeps.append((hook.name, keep))
-        scored = ScoredRows(rewards=shaped, keeps=tuple(keeps), task_rewards=task)
+                    if hook.drops_from_advantage(value):
+                        before.add(hook.name)
+        scored = ScoredRows(rewards=shaped, keeps=tuple(keeps), task_rewards=task,
+                            from_advantage=frozenset(before))
         report_scored(scored)  # to the sampling call of these rows (_sampled)
-        if scored.keep is not None:
-            # All-NaN rows take no part in TRL's group mean/std and get advantage 0.
-            rewards_per_func = rewards_per_func.masked_fill(~scored.keep[:, None], float("nan"))
+        if scored.advantage_keep is not None:
+            # All-NaN rows take no part in TRL's group mean/std and get advantage 0; the rows
+            # of a dropper that acts after the advantage keep their rewards here and leave
+            # the loss alone (_generate_and_score_completions).
+            rewards_per_func = rewards_per_func.masked_fill(~scored.advantage_keep[:, None],
+                                                            float("nan"))
         return rewards_per_func
 
     def _reward_hooks(self, rewards: torch.Tensor, lengths: torch.Tensor,
@@ -190,11 +196,14 @@ class HookDispatch(LossPoint):
             if any(hook.kl_from_loss for hook, _ in on) else None
 
         def run(full: torch.Tensor) -> torch.Tensor:
-            keep = None if scored.keep is None else scored.keep.to(full.device)
+            def here(mask):
+                return None if mask is None else mask.to(full.device)
+
             batch = StepBatch(advantages=full, rewards=scored.rewards.to(full.device),
                               group_size=self.num_generations, step=self.state.global_step,
                               scale_rewards=self.scale_rewards, lengths=lengths.to(full.device),
-                              keep=keep, kl_to_ref=None if kl is None else kl.to(full.device))
+                              keep=here(scored.advantage_keep), in_loss=here(scored.keep),
+                              kl_to_ref=None if kl is None else kl.to(full.device))
             for hook, value in on:
                 new = hook.advantages(batch, value)
                 if mode == "train":

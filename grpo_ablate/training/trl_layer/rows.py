@@ -28,17 +28,28 @@ class ScoredRows:
     rewards: torch.Tensor  # [completions] weighted, after the rewards point
     keeps: tuple[tuple[str, torch.Tensor], ...] = ()  # (hook, [completions] bool) per dropper
     task_rewards: torch.Tensor | None = None  # [completions] the task's own, before shaping
+    # The droppers whose dropped rows also leave their group's advantage statistics.
+    from_advantage: frozenset[str] = frozenset()
 
     @property
     def keep(self) -> torch.Tensor | None:
-        """The rows every dropping hook kept; None when none dropped any."""
-        masks = [mask for _, mask in self.keeps]
-        if not masks:
-            return None
-        keep = masks[0]
-        for mask in masks[1:]:
-            keep = keep & mask
-        return keep
+        """The rows every dropping hook kept (the loss's rows); None when none dropped any."""
+        return _all_of([mask for _, mask in self.keeps])
+
+    @property
+    def advantage_keep(self) -> torch.Tensor | None:
+        """The rows in the group statistics: those the droppers that act before the
+        advantage kept; None when they dropped none."""
+        return _all_of([mask for name, mask in self.keeps if name in self.from_advantage])
+
+
+def _all_of(masks: list[torch.Tensor]) -> torch.Tensor | None:
+    if not masks:
+        return None
+    keep = masks[0]
+    for mask in masks[1:]:
+        keep = keep & mask
+    return keep
 
 
 _SCORED: ContextVar[list | None] = ContextVar("grpo_ablate_scored_rows", default=None)
@@ -78,7 +89,8 @@ def merge_scored(rounds: list[ScoredRows], kept: list[tuple[int, int]], group: i
         keeps.append((name, take(masks)))
     task = [rows.task_rewards for rows in rounds]
     return ScoredRows(rewards=take([rows.rewards for rows in rounds]), keeps=tuple(keeps),
-                      task_rewards=None if any(t is None for t in task) else take(task))
+                      task_rewards=None if any(t is None for t in task) else take(task),
+                      from_advantage=frozenset().union(*(r.from_advantage for r in rounds)))
 
 
 def merge_groups(outs: list[dict], kept: list[tuple[int, int]], group: int,

@@ -49,3 +49,10 @@ class AblationGRPOTrainer(HookDispatch, PromptFiltering, ResumableTraining, Vllm
     @property
     def generation_seconds(self) -> float:
         return self.run_state.generation_seconds
+
+    def step_batch(self, rows: list[dict]) -> dict:
+        """The batch a training step trains on for these prompt rows (each once per
+        completion of its group): sampled, scored and given its advantages as training does,
+        every hook point included; for the checks that plant a step's rewards and compare
+        arms' gradients on it (scripts/check_duplicates.py)."""
+        return self._generate_and_score_completions(rows)
