@@ -136,6 +136,7 @@ def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None,
     confirmation, whose arms are its recipe and the baseline, over a screening's sweep file
     too)."""
     overrides = cl.with_default_sweep(line.overrides) if default_sweep else line.overrides
+    overrides = _with_against(line, overrides)
     overrides, pair_dir = _design_arms(line, overrides) if designs else (overrides, None)
     if pair_dir is not None:  # the combined trick files go on the search path
         line = replace(line, overrides=overrides,
@@ -153,10 +154,29 @@ def _sweep(line: cl.HydraLine, default_sweep: bool, report: dict | None = None,
     # job once, launches those without a record and reports (launch/sweeper.py).
     expand_jobs([*search, *overrides])
     try:
-        _hydra([*line.flags(), *overrides, *cl.report_overrides(report or {})], multirun=True)
+        asked = {**(report or {}), **({"verbose": True} if line.verbose else {})}
+        _hydra([*line.flags(), *overrides, *cl.report_overrides(asked)], multirun=True)
     except SystemExit as exc:  # the sweeper's refusal (2, said in one line) or a rung's (1)
         return exc.code if isinstance(exc.code, int) else 1
     return 0
+
+
+def _with_against(line: cl.HydraLine, overrides: list[str]) -> list[str]:
+    """`+against`: the sweep's arms and every arm they are compared with (the baseline, each
+    trick file's `against`), as its trick list."""
+    if "+against" not in overrides:
+        return overrides
+    rest = [o for o in overrides if o != "+against"]
+    jobs = expand_jobs([*line.search_overrides, *rest])
+    tricks = list(dict.fromkeys(o.split("=", 1)[1] for job in jobs for o in job
+                                if o.startswith("trick=")))
+    from grpo_ablate.launch.comparisons import with_comparison_arms
+
+    full = with_comparison_arms(tricks or ["baseline"], config_dirs=line.config_dirs)
+    if full != tricks:
+        say(f"+against: trick={','.join(full)}")
+    return [o for o in rest if not o.lstrip("+").startswith("trick=")] + \
+        [f"trick={','.join(full)}"]
 
 
 def cmd_report(args: list[str]) -> int:
@@ -170,9 +190,13 @@ def cmd_tricks(args: list[str]) -> int:
     --fidelity, each arm's card against its source (exit 1 where a card does not hold)."""
     pairs, fidelity = "--pairs" in args, "--fidelity" in args
     line = cl.parse_hydra_line([a for a in args if a not in ("--pairs", "--fidelity")])
+    named = [o for o in line.overrides if "=" not in o]
+    if named and not (pairs or fidelity or line.show or line.multirun
+                      or len(named) < len(line.overrides)):
+        return _tricks_with_comparisons(named, line.config_dirs)
     if line.overrides or line.show or line.multirun or (pairs and fidelity):
-        raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, --pairs, --fidelity, "
-                        "or --config-dir DIR")
+        raise UserError(f"tricks {' '.join(args)}: allowed: no arguments, ARM..., --pairs, "
+                        "--fidelity, or --config-dir DIR")
     if fidelity:
         from grpo_ablate.config.fidelity import fidelity_lines  # composes: only when asked
 
@@ -185,6 +209,24 @@ def cmd_tricks(args: list[str]) -> int:
         print("\n".join(pair_lines(line.config_dirs)))
     else:
         print("\n".join(catalog_table(line.config_dirs)))
+    return 0
+
+
+def _tricks_with_comparisons(names: list[str], config_dirs: list[str]) -> int:
+    """`grpo-ablate tricks ARM...`: the arms and the arms they are compared with, as a ready
+    `trick=` list (a name is matched as `trick=` matches it: GSPO, case aside)."""
+    from grpo_ablate.config.catalog import canonical_trick, closest_tricks
+    from grpo_ablate.launch.comparisons import with_comparison_arms
+
+    arms = []
+    for name in names:
+        arm = canonical_trick(name, config_dirs)
+        if arm is None:
+            near = closest_tricks(name, config_dirs)
+            raise UserError(f"tricks {name}: no such trick" + (
+                f"; did you mean {near[0]}?" if near else "") + " (`grpo-ablate tricks` lists them)")
+        arms.append(arm)
+    print(f"trick={','.join(with_comparison_arms(arms, config_dirs=config_dirs))}")
     return 0
 
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpo_ablate.config import RunSpec, lora_keys_alone, specs_for
+from grpo_ablate.config.catalog import canonical_trick, former_names, load_catalog
 from grpo_ablate.errors import UserError
+from grpo_ablate.runtime import say
 from grpo_ablate.tasks import check_task_configs
 
 # Hydra's flags that print something and train nothing; they pass straight to Hydra.
@@ -35,6 +37,7 @@ class HydraLine:
     show: list[str] = field(default_factory=list)    # SHOW_FLAGS with their values
     config_dirs: list[str] = field(default_factory=list)
     multirun: bool = False
+    verbose: bool = False  # the sweep's report in full in the terminal
 
     @property
     def search_overrides(self) -> list[str]:
@@ -55,6 +58,23 @@ class HydraLine:
         return [*dirs, *self.show]
 
 
+def canonical_tricks(word: str) -> str:
+    """`trick=GSPO,Loss_CISPO` -> `trick=importance_sampling_sequence,loss_cispo`: a list of
+    arm names, each matched case-, space- and dash-insensitively against the arms' names,
+    former names and papers' names (`trick.aliases`); a name that matches none is left for
+    the composition's one-line error (with its closest name)."""
+    m = re.fullmatch(r"([+~]?trick)=([\w.@, -]+)", word)
+    if not m:
+        return word
+    names = [n.strip() for n in m.group(2).split(",")]
+    exact = set(former_names()) | {t["id"] for t in load_catalog()}  # Hydra's own choices
+    mapped = [n if n in exact else canonical_trick(n) or n for n in names]
+    for asked, arm in zip(names, mapped, strict=True):
+        if asked != arm:
+            say(f"notice: trick={asked} is the arm {arm}")
+    return f"{m.group(1)}={','.join(mapped)}"
+
+
 def parse_hydra_line(args: list[str]) -> HydraLine:
     line = HydraLine()
     words = list(args)
@@ -64,7 +84,7 @@ def parse_hydra_line(args: list[str]) -> HydraLine:
             # `adaptive=true` is short for adaptive.enabled=true (adaptive is a block)
             word = re.sub(r"^adaptive=(true|false)$", r"adaptive.enabled=\1", word,
                           flags=re.IGNORECASE)
-            line.overrides += lora_keys_alone([word])
+            line.overrides += lora_keys_alone([canonical_tricks(word)])
             continue
         flag, eq, value = word.partition("=")
         if flag in REFUSED:
@@ -78,6 +98,8 @@ def parse_hydra_line(args: list[str]) -> HydraLine:
             value, eq = words.pop(0), "="
         if flag in ("-m", "--multirun"):
             line.multirun = True
+        elif flag == "--verbose":
+            line.verbose = True
         elif flag in ("-cd", "--config-dir"):
             if not Path(value).is_dir():
                 raise UserError(f"--config-dir {value}: no such folder; allowed: a folder with "
@@ -87,7 +109,8 @@ def parse_hydra_line(args: list[str]) -> HydraLine:
             line.show += [flag, value] if (flag in VALUE_FLAGS or eq) and value else [flag]
         else:
             raise UserError(f"{word}: unknown flag; allowed: Hydra's --cfg, --info, --help, "
-                            "--hydra-help, --resolve, --package, -m/--multirun, -cd/--config-dir")
+                            "--hydra-help, --resolve, --package, -m/--multirun, -cd/--config-dir, "
+                            "--verbose")
     return line
 
 

@@ -73,8 +73,9 @@ def test_one_look_is_the_fixed_n_test():
 
 
 # ---------------------------------------------------------------------------- the look rules
-def comp(p: float, diff: float = 0.05, tost: float = 0.9, exact: bool = False) -> Comparison:
-    return Comparison("paired_t", 3, diff, diff - 0.01, diff + 0.01, p, 1.0, tost, 0.01,
+def comp(p: float, diff: float = 0.05, tost: float = 0.9, exact: bool = False,
+         sd: float = 0.01) -> Comparison:
+    return Comparison("paired_t", 3, diff, diff - 0.01, diff + 0.01, p, 1.0, tost, sd,
                       exact=exact)
 
 
@@ -112,7 +113,7 @@ def test_futility_stops_a_flat_arm_and_spares_a_promising_one():
 def test_equivalence_and_identical_settle_as_no_effect_and_direction_sets_the_sign():
     design = Design(rungs=(3, 6), arms=("eq", "same", "worse"))
     ladder = take_look(Ladder(design, ["eq", "same", "worse"]), {
-        "eq": comp(0.9, diff=0.0, tost=1e-9),
+        "eq": comp(0.9, diff=0.0, tost=1e-9, sd=0.001),
         "same": comp(math.nan, diff=0.0, exact=True),
         "worse": comp(1e-12, diff=-0.2)})
     assert {a: (s.reason, s.verdict) for a, s in ladder.settled.items()} == {
@@ -120,6 +121,18 @@ def test_equivalence_and_identical_settle_as_no_effect_and_direction_sets_the_si
         "worse": ("efficacy", "harms")}
     lower = take_look(Ladder(design, ["worse"]), {"worse": comp(1e-12, diff=-0.2)}, "lower")
     assert lower.settled["worse"].verdict == "improves"
+
+
+def test_an_equivalence_at_a_look_needs_what_its_row_will_show():
+    """TOST under the boundary is not enough: the row's 95% CI must lie inside the margin and
+    its MDE be at most it (the fixed-n rule); else the arm stays open for more seeds."""
+    design = Design(rungs=(3, 6), arms=("wide", "noisy"))
+    ladder = take_look(Ladder(design, ["wide", "noisy"]), {
+        "wide": Comparison("paired_t", 3, 0.0, -0.02, 0.02, 0.9, 0.0, 1e-9, 0.001),
+        "noisy": comp(0.9, diff=0.0, tost=1e-9, sd=0.01)})  # MDE about 0.07 > 0.01
+    assert not any(s.verdict == "no_effect" for s in ladder.settled.values())
+    eq = take_look(Ladder(design, ["eq"]), {"eq": comp(0.9, diff=0.0, tost=1e-9, sd=0.001)})
+    assert eq.settled["eq"].reason == "equivalence"  # the same TOST with both shown: settled
 
 
 def test_the_ladder_keeps_the_family_wise_error_rate_under_the_global_null():
@@ -167,7 +180,7 @@ def test_adaptive_true_is_short_for_the_enabled_key():
 @pytest.mark.parametrize("args, message", [
     (["adaptive.rungs=[3,2]"], "adaptive.rungs=[3, 2]: must be a list of increasing"),
     (["adaptive.futility=1.5"], "adaptive.futility=1.5: must be a conditional power"),
-    (["adaptive=true", "trick=kl_off"], "allowed: the baseline and at least one trick"),
+    (["adaptive=true", "trick=kl_off"], "which it does not run; allowed: add trick=...,baseline"),
 ])
 def test_bad_adaptive_input_is_one_line_exit_2(tmp_path, capsys, args, message):
     assert cli.main(["sweep", "sweep=smoke", f"out_root={tmp_path}", *args]) == 2

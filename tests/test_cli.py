@@ -117,7 +117,7 @@ def test_multirun_flags_and_show_flags_behave_like_hydra():
     (["run", "--config-name", "other"], "--config-name: not supported"),
     (["run", "--config-dir", "/no/such/dir"], "--config-dir /no/such/dir: no such folder"),
     (["run", "--bogus"], "--bogus: unknown flag"),
-    (["tricks", "trick=x"], "allowed: no arguments, --pairs, --fidelity, or --config-dir DIR"),
+    (["tricks", "trick=x"], "allowed: no arguments, ARM..., --pairs, --fidelity, or --config-dir DIR"),
 ])
 def test_hydra_line_errors_are_one_line(capsys, args, message):
     code, _, err = run_main(capsys, *args)

@@ -24,7 +24,8 @@ def test_dynamic_sampling_with_the_filter_drops_the_rows_of_the_merged_batch(tmp
     from the rounds they were sampled in, checked against an independent selection of the
     kept groups and of their rows under the threshold."""
     trainer = trainer_for(["trick=dynamic_sampling_on", "trainer.max_steps=4",
-                           "+hooks.filter_low_reward={threshold:0.25,start:0.0,end:1.0}"], tmp_path)
+                           "+hooks.filter_low_reward={threshold:0.25,start:0.0,end:1.0,advantage_over:group}"],
+                          tmp_path)
     calls = []
 
     def planted(prompts, completions, **kwargs):
@@ -170,7 +171,8 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
                 combine("__".join(run), list(run)).trick_yaml())
         assert cli.main(["sweep", "--config-dir", str(tmp_path / "conf"),
                          f"trick={','.join(arms)}", "seed=0", f"out_root={tmp_path}",
-                         f"sweep_name={sweep}", *ACTS, planted(planted_groups(16))]) == 0
+                         f"sweep_name={sweep}", *ACTS, planted(planted_groups(16)),
+                         "+against"]) == 0  # the arms each is compared with: the report's
         records.update({r["arm"]: r for r in (json.loads(p.read_text()) for p in
                                               (tmp_path / sweep).glob("runs/*/record.json"))})
         assert set(arms) <= set(records)
@@ -198,9 +200,9 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
     masked = [run for run in runs if len(run) > 2 and silent(run)]
     apart = sorted({p for run in masked for p in pairs_of(run)} - {r for r in runs if len(r) == 2})
     train("pairs_apart", ["__".join(p) for p in apart], apart)
-    # In a run of two, both act, but in the pair trained apart from the start: MaxRL's
-    # advantages of the planted groups stay inside the clip's [-2, 2] (at most 1.91), so the
-    # clip has nothing to act on.
+    # In a run of two, both act, but where an estimator's advantages of the planted groups
+    # stay inside the clip's [-2, 2], so the clip has nothing to act on: MaxRL's (at most
+    # 1.91) and W-REINFORCE's (+0.1 or -1 by its definition, whatever the rewards).
     import torch
 
     from grpo_ablate.hook_tricks.maxrl import maxrl_advantages
@@ -209,5 +211,6 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
     assert planted_maxrl.abs().max() < 2
     twos = [r for r in runs if len(r) == 2] + apart
     assert {k: v for run in twos for k, v in silent(run).items()} == \
-        {("adv_maxrl", "adv_clip_2", "adv_clip"): 0.0}
+        {("adv_maxrl", "adv_clip_2", "adv_clip"): 0.0,
+         ("adv_positive_0.1", "adv_clip_2", "adv_clip"): 0.0}
     assert len(runs) + len(apart) < len(allowed) / 2

@@ -142,10 +142,11 @@ def kept_group_advantages(rewards, keep, g):
     return out
 
 
-def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
+@pytest.mark.parametrize("over", ["group", "kept"])
+def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy, over):
     trainer, outs = run_trainer(
-        tiny_policy, [planted(PLAN), "trick=filter_low_reward_early", "hooks.filter_low_reward.end=0.5"],
-        steps=4)
+        tiny_policy, [planted(PLAN), "trick=filter_low_reward_early", "hooks.filter_low_reward.end=0.5",
+                      f"hooks.filter_low_reward.advantage_over={over}"], steps=4)
     for o in outs:
         mask = o["out"]["completion_mask"]
         kept = mask.sum(1) > 0
@@ -153,9 +154,11 @@ def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
             assert torch.equal(kept, o["rewards"] >= 0.25)
             assert torch.equal(o["out"]["kept_rows"], kept)
             assert int(o["out"]["num_items_in_batch"]) == int(mask.sum())
-            # Advantages over the kept samples only: dropped samples are not in the baseline.
-            expected = kept_group_advantages(o["rewards"], kept, 16)
-            assert torch.allclose(o["out"]["advantages"], expected, atol=1e-5)
+            # group: the kept samples' advantages over the whole group (the dropped ones leave
+            # the loss alone); kept: over the kept samples only.
+            expected = group_zscore(o["rewards"], 16) if over == "group" else \
+                kept_group_advantages(o["rewards"], kept, 16)
+            assert torch.allclose(o["out"]["advantages"][kept], expected[kept], atol=1e-5)
         else:
             assert bool(kept.all()) and "kept_rows" not in o["out"]
     assert any((o["rewards"] < 0.25).any() for o in outs if o["step"] < 2)
@@ -163,10 +166,12 @@ def test_filter_removes_exactly_low_reward_samples_only_in_window(tiny_policy):
     assert any(h.get("filter/frac_dropped", 0) > 0 for h in dropped)
 
 
-def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_signal(tiny_policy):
-    """8 correct and 8 forgotten-carry answers in one group: the survivors form an all-correct
-    group with zero std, so the review's filter gives them no advantage (dropping the
-    negatives would give each about +1)."""
+@pytest.mark.parametrize("over", ["group", "kept"])
+def test_filter_on_a_constructed_group_keeps_the_survivors_signal_unless_over_the_kept(
+        tiny_policy, over):
+    """8 correct and 8 forgotten-carry answers in one group: the arm (`group`) gives each
+    survivor GRPO's advantage over the whole group, about +1; measured over the survivors
+    alone (`kept`) they form an all-correct group with zero std and no advantage."""
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig
@@ -177,7 +182,8 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
     def half_right(prompts, completions, **_):
         return [1.0 if i % 16 < 8 else 0.05 for i in range(len(completions))]
 
-    (spec,) = specs_for(["trainer.max_steps=1", "eval.every_steps=0", "trick=filter_low_reward_all"], False)
+    (spec,) = specs_for(["trainer.max_steps=1", "eval.every_steps=0", "trick=filter_low_reward_all",
+                         f"hooks.filter_low_reward.advantage_over={over}"], False)
     task = get_task(spec.config["task"])
     seen = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,7 +196,11 @@ def test_filter_on_a_constructed_group_leaves_all_correct_survivors_without_sign
         trainer.train()
     out = seen[0]
     assert torch.equal(out["kept_rows"], torch.tensor([i % 16 < 8 for i in range(64)]))
-    assert torch.equal(out["advantages"], torch.zeros(64))
+    survivors = out["advantages"][out["kept_rows"]]
+    if over == "kept":
+        assert torch.equal(survivors, torch.zeros(32))
+    else:  # (1 - 0.525) / (the group's std 0.49058 + 1e-4)
+        assert torch.allclose(survivors, torch.full((32,), 0.475 / (0.49058 + 1e-4)), atol=1e-4)
     assert int(out["completion_mask"][~out["kept_rows"]].sum()) == 0
     assert (trainer.activity["filter_low_reward_changed"],
             trainer.activity["filter_low_reward_units"]) == (32, 64)

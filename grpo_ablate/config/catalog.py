@@ -4,6 +4,7 @@ conf/trick/*.yaml, plus trick/*.yaml in any --config-dir a user adds."""
 from __future__ import annotations
 
 import copy
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -73,3 +74,34 @@ def catalog_table(config_dirs: list[str] | None = None) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3]
             for r in rows]
+
+
+def _folded(name: str) -> str:
+    """A name as a person might type it: case, spaces, dashes and underscores aside."""
+    return re.sub(r"[^0-9a-z.@]", "", name.casefold())
+
+
+def names_by_spelling(config_dirs: list[str] | None = None) -> dict[str, str]:
+    """Every way an arm may be named (its id, its former name, its `aliases`: a paper's name
+    such as GSPO), folded (case, spaces and dashes aside) -> the arm's id; a spelling two arms
+    share names neither."""
+    seen: dict[str, set[str]] = {}
+    for t in _metas(config_dirs):
+        for name in [t["id"], t.get("formerly"), *(t.get("aliases") or [])]:
+            if name:
+                seen.setdefault(_folded(str(name)), set()).add(t["id"])
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
+def canonical_trick(name: str, config_dirs: list[str] | None = None) -> str | None:
+    """The arm a name means (`GSPO`, `Loss_CISPO`, a former name), or None."""
+    return names_by_spelling(config_dirs).get(_folded(name))
+
+
+def closest_tricks(name: str, config_dirs: list[str] | None = None, n: int = 1) -> list[str]:
+    """The arms whose names or aliases are closest to a misspelt one (did you mean)."""
+    import difflib
+
+    spellings = names_by_spelling(config_dirs)
+    near = difflib.get_close_matches(_folded(name), list(spellings), n=n * 3, cutoff=0.6)
+    return list(dict.fromkeys(spellings[s] for s in near))[:n]

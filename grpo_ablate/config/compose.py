@@ -27,6 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from grpo_ablate import __version__, hook_tricks
 from grpo_ablate.config import registry  # noqa: F401 - the resolvers and the sweep group
+from grpo_ablate.config.catalog import closest_tricks, load_catalog
 from grpo_ablate.config.checks import (
     check_launch,
     check_lora,
@@ -102,7 +103,9 @@ def announce_former_name(data: dict) -> None:
     old = (data.get("trick") or {}).get("called_as")
     if old and old not in _ANNOUNCED:
         _ANNOUNCED.add(old)
-        say(f"notice: trick={old} is now trick={data['trick']['id']}; the old name still works")
+        arm = data["trick"]["id"]
+        say(f"notice: trick={old} is now trick={arm}; the old name still works"
+            if data["trick"].get("formerly") == old else f"notice: trick={old} is the arm {arm}")
 
 
 def resolve(data: dict) -> dict:
@@ -193,8 +196,12 @@ def _explain_compose_error(exc: BaseException, overrides: list[str]) -> str:
     if m:
         group, bad, opts = m.groups()
         opts = opts.split("; Config search path")[0]
-        opts = ", ".join(o.strip() for o in opts.split(";") if o.strip())
-        return f"{group}={bad}: no such {group}; allowed: {opts}"
+        names = [o.strip() for o in opts.split(";") if o.strip()]
+        if group == "trick":  # 70-odd names and their former ones: the closest, and where all are
+            near = closest_tricks(bad)
+            return (f"trick={bad}: no such trick" + (f"; did you mean {near[0]}?" if near else "")
+                    + f" ({len(load_catalog())} tricks: `grpo-ablate tricks` lists them)")
+        return f"{group}={bad}: no such {group}; allowed: {', '.join(names)}"
     return msg
 
 

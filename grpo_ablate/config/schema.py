@@ -219,6 +219,8 @@ SCHEMA: dict[str, Any] = {
         "modules": (lambda x: isinstance(x, list) and all(isinstance(v, str) and v for v in x),
                     "a list of module names, e.g. [my_tricks.flip]"),
         "formerly": ANY,
+        "aliases": (lambda x: isinstance(x, list) and all(isinstance(v, str) and v for v in x),
+                    "a list of other names, e.g. [GSPO]"),
         "called_as": ANY,
         "catalog": one_of("review", "variants", "vllm"),
         "claim": ANY,

@@ -236,6 +236,12 @@ def check_hooks(data: dict) -> str | None:
     on = [HOOKS[name] for name, value in (data.get("hooks") or {}).items()
           if name in HOOKS and HOOKS[name].active(value)]
     for hook in on:
+        value = (data.get("hooks") or {})[hook.name]
+        missing = [f for f in hook.fields if not isinstance(value, dict) or f not in value]
+        if hook.fields and missing:
+            return (f"hooks.{hook.name}.{missing[0]}: missing; allowed: a block with every one "
+                    f"of {', '.join(hook.fields)} ({hook.fields[missing[0]][1]} for "
+                    f"{missing[0]})")
         if hook.check is not None:
             problem = hook.check((data.get("hooks") or {})[hook.name], data)
             if problem:

@@ -2,6 +2,7 @@
 
 driver.py           the one sweep driver: run_sweep (train what a sweep lacks, then report)
 sweeper.py          what grpo-ablate's Hydra sweeper does: each job validated once, the driver
+comparisons.py      every arm's comparison arm (the baseline, its `against`) run, or refused
 sweep.py            one job: skip, lock, reuse from the run cache, or train; plan and
                     launch a set of runs
 progress.py         a sweep's progress, read from the records on disk

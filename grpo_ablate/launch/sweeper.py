@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from grpo_ablate.config import RunSpec, specs_for
 from grpo_ablate.config.compose import Composer
 from grpo_ablate.errors import UserError
+from grpo_ablate.launch.comparisons import check_comparisons
 from grpo_ablate.launch.driver import LaunchSettings, run_sweep
 from grpo_ablate.report.settings import ReportSettings
 
@@ -57,6 +58,7 @@ def sweep(config: DictConfig, arguments: list[str], params: dict, report: dict,
 
     specs = compose(arguments)
     settings = report_settings(specs[0].config["logger"], report)
+    check_comparisons(specs, settings.baseline if settings else "baseline")
     sweep_dir = Path(config.hydra.sweep.dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, sweep_dir / "multirun.yaml")  # as Hydra's basic sweeper keeps it

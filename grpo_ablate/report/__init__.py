@@ -14,6 +14,7 @@ from grpo_ablate.records import atomic_write_text, jsonable
 from grpo_ablate.report.controls import arm_controls, arm_duplicates
 from grpo_ablate.report.markdown import render_markdown
 from grpo_ablate.report.settings import ReportSettings, parse_min_effect
+from grpo_ablate.report.summary import console_summary, contradictions, terminal_lines
 from grpo_ablate.results.plan_file import read_plan
 from grpo_ablate.results.provenance import provenance, with_pool
 from grpo_ablate.results.table import load_results, machines_note
@@ -85,6 +86,8 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
                    help="for a screening sweep: a one-at-a-time sweep of the same recipe "
                         "(its folder or report.json), each trick's verdicts side by side")
     p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--verbose", action="store_true",
+                   help="print the whole report in the terminal, not its summary")
     p.add_argument("--wandb", choices=["offline", "online"], default=d.wandb,
                    help="also write the W&B summary run (verdict table, figures, report)")
     p.add_argument("--wandb-project", default=d.wandb_project)
@@ -103,7 +106,7 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
         prompts_pool=ns.prompts_pool, source=ns.source, manifest=ns.manifest,
         out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
         wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity,
-        components_from=tuple(ns.components_from), beside=ns.beside)
+        components_from=tuple(ns.components_from), beside=ns.beside, verbose=ns.verbose)
     if ns.manifest and ns.source != "lm-eval":
         raise UserError("report: --manifest names lm-eval run folders; allowed only with "
                         "--from lm-eval")
@@ -194,14 +197,6 @@ def arm_priors(df) -> dict[str, str]:
     return {a: p for a, p in zip(rows["arm"], rows["prior"], strict=True) if a != "baseline"}
 
 
-CONSOLE_SKIPS = ("Stability", "Monitoring", "Figures")  # long tables stay in report.md
-
-
-def console_summary(md: str) -> str:
-    """report.md without its longest tables, for the terminal."""
-    sections = md.split("\n## ")
-    kept = [sections[0]] + [s for s in sections[1:] if not s.startswith(CONSOLE_SKIPS)]
-    return "\n## ".join(kept).rstrip()
 
 
 def expand_paths(given: list[str]) -> list[Path]:
@@ -252,6 +247,7 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     out = Path(settings.out) if settings.out else Path("lm-eval-report") \
         if settings.source == "lm-eval" else \
         (src if src.is_dir() else src.parent / f"{src.stem}-report")
+    warnings = [*warnings, *contradictions(report)]
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     report["warnings"] = warnings
@@ -265,12 +261,15 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
         from grpo_ablate.report.figures import write_figures
 
         figures = write_figures(report, df, out / "figures")
-    md = render_markdown(report, figures)
+    md = render_markdown(report, figures, path=str(src))
     atomic_write_text(out / "report.json", json.dumps(jsonable(report), indent=1,
                                                       allow_nan=False) + "\n")
     atomic_write_text(out / "report.md", md)
-    print(console_summary(md))
-    print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
+    if settings.verbose:
+        print(console_summary(md))
+        print(f"\nreport: {out / 'report.md'}  json: {out / 'report.json'}")
+    else:
+        print("\n".join(terminal_lines(report, str(out))))
     if settings.wandb:
         from grpo_ablate.report.wandb_dashboard import write_dashboard
         from grpo_ablate.report.wandb_summary import log_summary

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from grpo_ablate.report.controls import control_lines, duplicate_lines
 from grpo_ablate.report.design_text import arms_line, margin_text, runs_line, scope_line
+from grpo_ablate.report.summary import summary_lines
 
 VERDICT_MARK = {"improves": "improves", "harms": "**harms**", "negligible": "negligible",
                 "no_effect": "no effect", "inert": "inert (not tested)",
@@ -34,9 +35,9 @@ def _order(arms: list[dict], direction: str) -> list[dict]:
     return sorted(arms, key=lambda e: sign * e["diff"] if e["diff"] is not None else 9)
 
 
-def render_markdown(report: dict, figures: list[str]) -> str:
+def render_markdown(report: dict, figures: list[str], path: str = "<this folder>") -> str:
     m, a, direction = report["metric"], report["alpha"], report["direction"]
-    lines = ["# grpo-ablate report", ""]
+    lines = ["# grpo-ablate report", "", *summary_lines(report, path)]
     for st in report["strata"]:
         base = st["baseline"]
         tests = sorted({x["test"] for x in st["arms"]})
@@ -53,10 +54,14 @@ def render_markdown(report: dict, figures: list[str]) -> str:
             "(smaller differences do not matter); secondary and stability metrics BH-corrected.",
             "- Verdicts: improves/harms = corrected p < alpha and the 95% CI excludes 0; "
             "negligible = significant but inside ±min-effect; no effect = corrected TOST "
-            "equivalence within ±min-effect, the 95% CI inside it and an MDE at most it; "
+            "equivalence within ±min-effect, the 95% CI inside it and an MDE at most it, or "
+            "identical to its comparison arm on every seed (CI [0, 0], no test needed); "
             "inert = the trick acted on fewer than "
             f"{report['inert_below']:.0%} of its units (or is the baseline by construction), so "
-            "the run did not test it; inconclusive = none of these.",
+            "the run did not test it; inconclusive = none of these. Every number in a row "
+            "(n, diff, CI, p, MDE) is the comparison that decided its verdict, named in "
+            "\"decided by\" (an adaptive sweep's: the look that settled it, at that look's "
+            "boundary).",
             "- Waiting on (open arms only): confirmation of the observed effect (the CI excludes "
             "0), equivalence (the CI straddles 0 inside ±min-effect) or either, and the more "
             "seeds that would give 80% power at the observed difference and spread under this "
@@ -67,8 +72,8 @@ def render_markdown(report: dict, figures: list[str]) -> str:
               if st.get("adaptive") else []), "",
             "## Verdicts", "",
             "| arm | n | mean ± std | diff | 95% CI | p | p adj | effect | MDE | verdict |"
-            " waiting on | acted | budget vs baseline | diverged/failed |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            " decided by | waiting on | acted | budget vs baseline | diverged/failed |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for x in _order(st["arms"], direction):
             against = x.get("against")
@@ -78,7 +83,8 @@ def render_markdown(report: dict, figures: list[str]) -> str:
                 f"| {name} | {x['n']} | {_f(x['mean'])} ± {_f(x['std'])} | {_f(x['diff'])} "
                 f"| [{_f(x['ci_low'])}, {_f(x['ci_high'])}] | {_p(x['p_value'])} "
                 f"| {_p(x['p_adjusted'])} | {_f(x['effect_size'], 2)} | {_f(x['mde'])} "
-                f"| {VERDICT_MARK[x['verdict']]} | {waiting_cell(x.get('waiting_on'))} "
+                f"| {VERDICT_MARK[x['verdict']]} | {decided_cell(x)} "
+                f"| {waiting_cell(x.get('waiting_on'))} "
                 f"| {_acted(x.get('activity'))} | {_budget_cell(st.get('budget', {}).get(x['arm']))} "
                 f"| {x['runs_diverged']}/{x['runs_failed']} |")
         waiting = [(x["arm"], x["waiting_on"]["text"]) for x in _order(st["arms"], direction)
@@ -115,6 +121,18 @@ def render_markdown(report: dict, figures: list[str]) -> str:
     if figures:
         lines += section("Figures") + [f"![{f}](figures/{f})" for f in figures]
     return "\n".join(lines) + "\n"
+
+
+def decided_cell(x: dict) -> str:
+    """What decided the row's verdict (its numbers are that comparison's)."""
+    if x["verdict"] == "inert":
+        act = x.get("activity") or {}
+        return f"inert rule: acted on {_pct(act.get('acted'))} of its units"
+    return (x.get("decided_by") or {}).get("text", "-")
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.0%}"
 
 
 def _against(st: dict, baseline: str) -> list[str]:

@@ -39,6 +39,7 @@ class ReportSettings:
     # sweep): read for that alone, never for verdicts.
     components_from: tuple[str, ...] = ()
     beside: str | None = None  # a screening report: an OVAT report of the same recipe beside it
+    verbose: bool = False  # the terminal gets the whole report, not its summary
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:

@@ -45,6 +45,9 @@ class ArmResult:
     notes: tuple[str, ...]
     against: str
     variance: dict | None
+    # The comparison or rule that decided the verdict, which every number of the row is:
+    # {"rule": test | identical | untested | look | inert, "text": what the row says}.
+    decided_by: dict | None = None
     # Set by later steps: an adaptive plan's decision (its arms only), and for the primary
     # metric the trick's activity and what an open verdict waits on.
     adaptive: dict | None = None

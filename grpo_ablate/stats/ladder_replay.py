@@ -10,6 +10,7 @@ import pandas as pd
 from grpo_ablate.stats.arm_result import ArmResult
 from grpo_ablate.stats.metric_table import crossed_for, with_crossed
 from grpo_ablate.stats.sequential import Design, Ladder, take_look
+from grpo_ablate.stats.significance import mde
 from grpo_ablate.stats.stratum import Stratum, clean, compare
 from grpo_ablate.stats.verdicts import inert_rule
 
@@ -43,6 +44,33 @@ def replay_ladder(st: Stratum, design: Design, direction: str,
     return ladder, None
 
 
+REASONS = {"efficacy": "p {p} < the look's boundary {b}",
+           "equivalence": "TOST p {p} < the look's boundary {b}",
+           "identical": "identical to its comparison arm on every seed (no test needed)",
+           "futility": "futility: p {p}, conditional power {cp} under the trend",
+           "final": "the last look: p {p} not under its boundary {b}"}
+
+
+def at_look(arm: ArmResult, got, d, arms: int) -> ArmResult:
+    """The arm's row as the look that settled it saw it: that look's seeds, difference, CI, p
+    and MDE (not every run the sweep made for the other arms), and the rule in words."""
+    c = got.comparison
+    text = f"look {got.look} ({got.seeds} seeds): " + REASONS[got.reason].format(
+        p=f"{got.p_value:.3g}", b=f"{got.p_boundary:.3g}", cp=f"{got.conditional_power:.2f}")
+    decided = {"rule": "look", "text": text}
+    if c is None:
+        return replace(arm, decided_by=decided)
+    identical = got.reason == "identical"
+    smallest = 0.0 if identical else mde(c.test, c.sd, c.n, d.alpha / max(1, arms),
+                                         n_base=c.n_base or None)
+    return replace(arm, n=c.n, diff=clean(c.diff), test=c.test,
+                   ci_low=0.0 if identical else clean(c.ci_low),
+                   ci_high=0.0 if identical else clean(c.ci_high),
+                   p_value=clean(c.p_value), p_adjusted=None, effect_size=clean(c.effect_size),
+                   tost_p=clean(c.tost_p), tost_p_adjusted=None, mde=clean(smallest),
+                   diff_sd=clean(c.sd), decided_by=decided)
+
+
 def with_ladder(arms: tuple[ArmResult, ...], ladder: Ladder, pending: int | None, runs: int,
                 acts: dict[str, dict] | None = None, inert_below: float = 0.05
                 ) -> tuple[tuple[ArmResult, ...], dict]:
@@ -59,9 +87,13 @@ def with_ladder(arms: tuple[ArmResult, ...], ladder: Ladder, pending: int | None
             return replace(arm, verdict=inert_rule("inconclusive", acted.get(arm.arm), inert_below),
                            adaptive={"look": None, "seeds": None, "reason": "open",
                                      "next_seeds": d.rungs[pending] if pending is not None
-                                     else None})
-        return replace(arm, verdict=inert_rule(got.verdict, acted.get(arm.arm), inert_below),
-                       adaptive={k: clean(v) for k, v in asdict(got).items()})
+                                     else None},
+                           decided_by={"rule": "look", "text": "open: no look has settled it "
+                                       "yet (the numbers: every run so far)"})
+        row = at_look(arm, got, d, len(ladder.arms))
+        return replace(row, verdict=inert_rule(got.verdict, acted.get(arm.arm), inert_below),
+                       adaptive={k: clean(v) for k, v in asdict(got).items()
+                                 if k != "comparison"})
 
     fixed = (len(ladder.arms) + 1) * d.rungs[-1]
     return tuple(decided(a) for a in arms), {

@@ -49,12 +49,22 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
                     inert_below=s.inert_below, mde=arm_mde)
         gap = None if exact or not ta < s.alpha else \
             equivalence_gap(c.ci_low, c.ci_high, s.min_effect, arm_mde)
+        against = st.against_of(arm)
+        ci_low, ci_high, decided = c.ci_low, c.ci_high, decided_by_test(c, correction)
+        if exact:  # the rule's comparison: the same value on every seed, no test needed
+            ci_low = ci_high = 0.0
+            arm_mde = 0.0 if full else None
+            decided = {"rule": "identical", "text": f"identical to {against} on all {c.n} "
+                       "seeds (no test needed)"}
+        elif c.exact:
+            decided = {"rule": "untested", "text": f"the same difference on all {c.n} seeds: "
+                       "zero variance, not tested"}
         vals = st.column(arm, metric)
         mean, std = mean_std(vals)
         diverged, failed = st.counts.get(arm, (0, 0))
         entry = {
             "arm": arm, "n": int((~np.isnan(vals)).sum()), "mean": mean, "std": std,
-            "diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "test": c.test,
+            "diff": c.diff, "ci_low": ci_low, "ci_high": ci_high, "test": c.test,
             "p_value": c.p_value, "p_adjusted": pa, "effect_size": c.effect_size,
             "tost_p": c.tost_p, "tost_p_adjusted": ta, "seed_correlation": c.correlation,
             "mde": arm_mde,
@@ -66,12 +76,23 @@ def analyse_metric(st: Stratum, s: Settings, metric: str, correction: str, direc
             "runs_diverged": diverged, "runs_failed": failed, "verdict": v,
             "notes": c.notes + notes_of(st, arm, ta, gap if v in ("inconclusive", "inert")
                                         else None),
-            "against": st.against_of(arm),
+            "against": against,
             "variance": variance_entry(x, s.scope) if x is not None else None,
+            "decided_by": decided,
         }
         cleaned = {key: clean(val) for key, val in entry.items()}
         results.append(ArmResult(**{**cleaned, "notes": tuple(cleaned["notes"])}))
     return MetricTable(baseline_summary(st, metric), tuple(results), k)
+
+
+TESTS = {"paired_t": "paired t", "welch_t": "Welch's t", "overlap_t": "partially overlapping t",
+         "crossed_t": "seeds x prompts t", "crossed_welch": "runs x prompts Welch t"}
+
+
+def decided_by_test(c: Comparison, correction: str) -> dict:
+    """A fixed-n row's rule: its test on the n runs shown, corrected over the arms."""
+    name = TESTS.get(c.test, c.test)
+    return {"rule": "test", "text": f"{name} on {c.n} seeds, {correction.upper()}-adjusted"}
 
 
 def notes_of(st: Stratum, arm: str, tost_adjusted: float, gap: str | None) -> list[str]:
@@ -160,6 +181,9 @@ def with_crossed(c: Comparison, x: CrossedTest | None, runs: str = "matched") ->
     if runs == "independent":
         notes = [*c.notes, f"every run, the prompts shared: the crossed model without a seed "
                  f"effect ({x.parts.prompts} prompts; Welch df, at most P - 1)"]
+        if x.dropped_prompts:
+            notes.append(f"{x.dropped_prompts} held-out prompt(s) left out: missing from some "
+                         "run of the pair (a seed x prompt cell without an outcome)")
         return replace(c, test="crossed_welch", n=n, n_base=n, exact=False, diff=x.diff, ci_low=x.ci_low,
                        ci_high=x.ci_high, p_value=x.p_value, tost_p=x.tost_p,
                        sd=x.se * math.sqrt(n), effect_size=c.effect_size, notes=notes)

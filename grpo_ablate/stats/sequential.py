@@ -25,6 +25,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special, stats
 
+from grpo_ablate.stats.significance import mde
+
 GRID_POINTS = 2001  # Simpson grid for the recursive integration (odd)
 SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -132,6 +134,7 @@ class Settlement:
     p_value: float = math.nan
     p_boundary: float = math.nan
     conditional_power: float = math.nan
+    comparison: object = None  # the look's Comparison (significance.py): the row's numbers
 
 
 @dataclass
@@ -170,6 +173,15 @@ def _direction_verdict(c, min_effect: float, direction: str) -> str:
         ("improves" if (c.diff > 0) == (direction == "higher") else "harms")
 
 
+def shows_no_effect(c, d: Design, arms: int) -> bool:
+    """What a report row of "no effect" must show beside an equivalence at a look (the
+    fixed-n rule's too): the 95% CI inside the margin, and an MDE at most it at the
+    family's per-arm alpha."""
+    inside = -d.min_effect <= c.ci_low and c.ci_high <= d.min_effect
+    smallest = mde(c.test, c.sd, c.n, d.alpha / max(1, arms), n_base=c.n_base or None)
+    return inside and not (math.isfinite(smallest) and smallest > d.min_effect)
+
+
 def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> Ladder:
     """One look: `comparisons` maps each open arm to its Comparison on the seeds of this
     rung (grpo_ablate.stats.significance). Settles arms in place and returns the ladder."""
@@ -181,7 +193,7 @@ def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> L
     for arm in ladder.open:  # identical on every seed: the equivalence is exact
         c = comparisons.get(arm)
         if c is not None and c.exact and c.diff == 0.0 and c.n >= 2:
-            ladder.settled[arm] = Settlement(k + 1, n, "identical", "no_effect")
+            ladder.settled[arm] = Settlement(k + 1, n, "identical", "no_effect", comparison=c)
     while ladder.open:  # Holm, sequentially rejective: each rejection frees its alpha
         level = d.alpha / (m - ladder.rejected)
         bound = d.boundary_p(k, level)
@@ -193,7 +205,7 @@ def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> L
             c = comparisons[arm]
             ladder.settled[arm] = Settlement(k + 1, n, "efficacy",
                                              _direction_verdict(c, d.min_effect, direction),
-                                             c.p_value, bound)
+                                             c.p_value, bound, comparison=c)
         ladder.rejected += len(hits)
     _settle_the_rest(ladder, comparisons, k, last)
     ladder.looks_done += 1
@@ -211,14 +223,15 @@ def _settle_the_rest(ladder: Ladder, comparisons: dict, k: int, last: bool) -> N
         c = comparisons.get(arm)
         if c is None:
             continue
-        if not math.isnan(c.tost_p) and c.tost_p < eq_bound:
+        if not math.isnan(c.tost_p) and c.tost_p < eq_bound and shows_no_effect(c, d, m):
             ladder.settled[arm] = Settlement(k + 1, n, "equivalence", "no_effect",
-                                             c.tost_p, eq_bound)
+                                             c.tost_p, eq_bound, comparison=c)
         elif last:
             ladder.settled[arm] = Settlement(k + 1, n, "final", "inconclusive", c.p_value,
-                                             d.boundary_p(k, level))
+                                             d.boundary_p(k, level), comparison=c)
         else:
             cp = conditional_power(c.p_value, d.fractions[k], z_final)
             if not math.isnan(cp) and cp < d.futility:
                 ladder.settled[arm] = Settlement(k + 1, n, "futility", "inconclusive",
-                                                 c.p_value, d.boundary_p(k, level), cp)
+                                                 c.p_value, d.boundary_p(k, level), cp,
+                                                 comparison=c)

@@ -126,3 +126,45 @@ def _outcome(p_adjusted: float, ci_low: float, ci_high: float, tost_p: float, al
     if not math.isnan(tost_p) and tost_p < alpha:
         return "no_effect"
     return "inconclusive"
+
+
+def row_contradiction(row: dict, alpha: float, margin: float, direction: str = "higher",
+                      inert_below: float = 0.05) -> str | None:
+    """What a report row shows that its verdict's definition denies (None: it agrees): its n,
+    CI, p and MDE are the comparison that decided it (`decided_by`), so the definition must
+    hold of them. For a look of an adaptive sweep, its boundary stands in for alpha."""
+    v, rule = row["verdict"], (row.get("decided_by") or {}).get("rule", "test")
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    if direction == "lower" and lo is not None and hi is not None:
+        lo, hi = -hi, -lo
+    adaptive = row.get("adaptive") or {}
+    level = adaptive.get("p_boundary") if rule == "look" else alpha
+    p = row.get("p_value") if rule == "look" else row.get("p_adjusted")
+    tost = row.get("tost_p") if rule == "look" else row.get("tost_p_adjusted")
+    mde = row.get("mde")
+    inside = lo is not None and hi is not None and -margin <= lo and hi <= margin
+    significant = p is not None and level is not None and p < level
+    if rule == "identical" or adaptive.get("reason") == "identical":
+        if not (row.get("diff") == 0.0 and lo == 0.0 and hi == 0.0 and v in ("no_effect", "inert")):
+            return f"{v} by the identical rule, but the row shows diff {row.get('diff')}, CI [{lo}, {hi}]"
+        return None
+    acted = (row.get("activity") or {}).get("acted")
+    if v == "inert":
+        return None if acted is not None and acted < inert_below else \
+            f"inert, but the trick acted on {acted} of its units"
+    if v in ("improves", "harms"):
+        side = lo is not None and lo > 0 if v == "improves" else hi is not None and hi < 0
+        if not (significant and side):
+            return f"{v}, but p {p} against {level} and CI [{lo}, {hi}]"
+    elif v == "negligible":
+        if not (significant and lo is not None and -margin < lo and hi < margin):
+            return f"negligible, but p {p} against {level} and CI [{lo}, {hi}] (margin {margin})"
+    elif v == "no_effect":
+        small = mde is None or not math.isfinite(mde) or mde <= margin
+        if not (tost is not None and level is not None and tost < level and inside and small):
+            return (f"no effect, but TOST p {tost} against {level}, CI [{lo}, {hi}] (margin "
+                    f"{margin}), MDE {mde}")
+    elif v == "inconclusive" and rule == "test" and significant and lo is not None and (
+            lo > 0 or hi < 0):
+        return f"inconclusive, but p {p} < {level} and the CI [{lo}, {hi}] excludes 0"
+    return None

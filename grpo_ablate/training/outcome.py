@@ -178,7 +178,7 @@ def variant_details(tr: dict, rows: list[dict]) -> dict:
     """The activity of TRL's newer variants that their logs show (or that holds by
     construction where the run's shape decides it)."""
     details, steps = {}, [r for r in rows if "loss" in r]
-    if tr["loss_type"] == "sapo":  # its soft gate departs from the clip only off-policy
+    if tr["loss_type"] in ("sapo", "cispo"):  # each departs from the clip only off-policy
         details["reused_updates"] = (tr["num_iterations"] - 1) / tr["num_iterations"]
     if tr["loss_type"] == "luspo":  # a length weight changes nothing where lengths are equal
         spread = [r["completions/max_length"] > r["completions/min_length"] for r in steps
