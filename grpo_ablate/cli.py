@@ -56,6 +56,7 @@ def _show(line: cl.HydraLine, overrides: list[str]) -> int:
 
 
 def cmd_run(args: list[str]) -> int:
+    """One run: any Hydra override (`trick=kl_off seed=3`), and Hydra's own flags."""
     line = cl.parse_hydra_line(args)
     if line.multirun:
         return _sweep(line, default_sweep=False)
@@ -69,6 +70,9 @@ def cmd_run(args: list[str]) -> int:
 
 
 def cmd_sweep(args: list[str]) -> int:
+    """A multirun over a sweep file (default: the catalog x 5 seeds), skipping finished runs,
+    then the report; `+against` adds the arms the sweep's arms are compared with, `--verbose`
+    prints the whole report."""
     return _sweep(cl.parse_hydra_line(args), default_sweep=True)
 
 
@@ -180,6 +184,7 @@ def _with_against(line: cl.HydraLine, overrides: list[str]) -> list[str]:
 
 
 def cmd_report(args: list[str]) -> int:
+    """The statistics stage on sweep folders, a CSV, or lm-evaluation-harness sample logs."""
     from grpo_ablate.report import main as report_main  # heavy: pandas, scipy, matplotlib
 
     return report_main(args)
@@ -273,6 +278,8 @@ def cmd_fetch(args: list[str]) -> int:
 
 
 def cmd_plan(args: list[str]) -> int:
+    """What a sweep will train and cost before it starts: runs, wall time, GPU-hours,
+    tokens/s per GPU, from pilot runs here or as jobs of the sweep's launcher."""
     if cl.asked_for_help(args, cl.PLAN_USAGE):
         return 0
     folders, args = cl.path_options("plan", args, "--from")

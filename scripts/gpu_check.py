@@ -27,7 +27,7 @@ WHEELS = Path(os.environ.get("GPU_WHEELS_LIST", ROOT / "scripts" / "gpu_wheels.t
 STEPS = [
     ("1 install", "pip install --no-index --no-deps --target $SITE $WHEELS/*.whl; "
                   "python3 -m grpo_ablate.cli --version"),
-    ("2 gpu tests", "pytest -m gpu tests/test_gpu.py (GPU training unchanged by evaluations; "
+    ("2 gpu tests", "pytest -m gpu tests/test_training_gpu.py (GPU training unchanged by evaluations; "
                     "a tiny Qwen2 checkpoint in bf16)"),
     ("3 overhead", "scripts/bench_overhead.py on CUDA in bf16: trainer_overhead_ratio, "
                    "overhead_ratio against bare TRL"),

@@ -68,7 +68,7 @@ export PYTHONPATH="$SITE:$PWD"
 # 2: the tests that need CUDA; on a CPU each is reported skipped by name
 gpu_tests() {
     local report rc
-    report=$("$PY" -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_gpu.py 2>&1)
+    report=$("$PY" -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_training_gpu.py 2>&1)
     rc=$?
     printf '%s\n' "$report" | tail -n 8
     echo "gpu_tests=$(printf '%s\n' "$report" | tail -n 1 | tr -d '=' | xargs)"

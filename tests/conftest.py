@@ -15,7 +15,8 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # Modules whose tests share an expensive module- or session-scoped fixture (the SmolLM2 runs,
 # the variants' fixed batch, the GPU check's rehearsal, the wheel's venv) or one resource (the
 # one-node Slurm): each goes whole to one pytest-xdist worker, which builds the fixture once.
-ONE_WORKER = ("test_real", "test_variants", "test_gpu_check", "test_wheel", "test_slurm")
+ONE_WORKER = ("test_training_real_checkpoint", "test_training_variants", "test_scripts_gpu_check",
+              "test_install_wheel", "test_launch_slurm")
 
 
 def pytest_xdist_make_scheduler(config, log):

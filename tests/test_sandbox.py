@@ -47,7 +47,7 @@ def test_a_forged_result_line_without_the_nonce_is_not_believed():
 ])
 def test_limits_out_of_range_are_a_value_error_naming_the_parameter(limits, message):
     """The sandbox is a library: it names its own parameters (the code task names them as
-    the config's keys, tests/test_tasks.py)."""
+    the config's keys, tests/test_tasks_scoring.py)."""
     with pytest.raises(ValueError, match=message):
         run("x = 1\n", "assert x == 1\n", TIMEOUT, limits)
 

@@ -26,7 +26,7 @@ def write_csv(tmp_path, rows, columns=None, name="r.csv"):
 
 
 # These CSVs are of matched runs whose arms are tricks: said as a user of such a CSV says it
-# (a CSV's own default is independent runs of methods: tests/test_csv_design.py).
+# (a CSV's own default is independent runs of methods: tests/test_results_csv_design.py).
 MATCHED_TRICKS = ("--runs", "matched", "--arms", "tricks")
 
 

@@ -1,4 +1,4 @@
-"""Started by tests/test_distributed.py under `accelerate launch` with 2 CPU processes (gloo):
+"""Started by tests/test_launch_distributed.py under `accelerate launch` with 2 CPU processes (gloo):
 each process takes its half of one fixed batch and runs the multi-process paths of the tricks
 and of the held-out evaluation with accelerate's real gather; the first process writes what
 they computed, for the test to compare with the one-process computation over the whole

@@ -2,7 +2,7 @@
 Python reader of its own any more. The file is a LevelDB-style log of protobuf `Record`s
 (wandb/proto/wandb_internal.proto): a 7-byte header (':W&B', magic, version), then 32 KiB
 blocks of chunks, each with a 7-byte header (crc32, length, type: full/first/middle/last).
-Pinned to the wandb version tests/test_wandb.py checks.
+Pinned to the wandb version tests/test_training_wandb.py checks.
 
 `run.finish()` returns before W&B's writer has flushed the file: measured here under load, a
 file read at return held 4096 bytes and 18928 two seconds later. `read_run` therefore waits

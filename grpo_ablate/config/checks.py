@@ -55,7 +55,7 @@ def check_vllm(trainer: dict) -> None:
 
 # peft's LoraConfig defaults (r, lora_alpha, lora_dropout, target_modules; None: peft's own
 # modules for the architecture), for the keys a model.lora block leaves out, as a peft user
-# expects. tests/test_lora.py reads them from the installed peft.
+# expects. tests/test_training_lora.py reads them from the installed peft.
 LORA_DEFAULTS = {"r": 8, "alpha": 8, "dropout": 0.0, "target_modules": None}
 
 

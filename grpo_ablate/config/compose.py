@@ -252,7 +252,7 @@ class Composer:
     """Composes the jobs of a sweep: each distinct set of group choices (trick=, model=, ...)
     once through Hydra, then each job's plain `key=value` overrides of keys that config
     already holds as values, set on a copy: what Hydra does after merging the defaults
-    (tests/test_config.py checks that the two agree, the hydra node aside, on every job of
+    (tests/test_config_compose.py checks that the two agree, the hydra node aside, on every job of
     the catalog). The catalog's 125 jobs composed through Hydra one by one took 15 s here,
     this way 4 s, and under 1 s from the compose cache (`_base`)."""
 

@@ -37,6 +37,12 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     """The command line: the paths, the report's settings, and whether it only publishes."""
+    ns = report_parser().parse_args(args)
+    return settings_of(ns)
+
+
+def report_parser() -> argparse.ArgumentParser:
+    """`grpo-ablate report`'s flags (docs/contracts.md's table is generated from them)."""
     d = ReportSettings()
     p = _Parser(prog="grpo-ablate report", add_help=True)
     p.add_argument("path", nargs="+", help="sweep folder(s), or one CSV, or (--from lm-eval) "
@@ -97,7 +103,10 @@ def parse_args(args: list[str]) -> tuple[list[str], ReportSettings, bool]:
     p.add_argument("--wandb-publish", action="store_true",
                    help="save the W&B report and workspace written offline under PATH "
                         "(wandb_report.json) to the server, and print their URLs")
-    ns = p.parse_args(args)
+    return p
+
+
+def settings_of(ns: argparse.Namespace) -> tuple[list[str], ReportSettings, bool]:
     min_effect, min_effect_of = parse_min_effect(ns.min_effect)
     settings = ReportSettings(
         metric=ns.metric, direction=ns.direction, baseline=ns.baseline, alpha=ns.alpha,

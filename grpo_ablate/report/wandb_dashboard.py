@@ -14,7 +14,7 @@ keys that the sweep's runs logged (read from their histories), and no failure of
 fails the report: a problem is one warning line.
 
 wandb-workspaces' private names (`_to_model`, `_from_model`, the `internal` pydantic models)
-are used here and nowhere else; tests/test_wandb_dashboard.py fails when they move.
+are used here and nowhere else; tests/test_report_wandb_dashboard.py fails when they move.
 """
 
 from __future__ import annotations

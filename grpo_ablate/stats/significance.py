@@ -5,7 +5,7 @@ runs are independent, and the partially overlapping samples t-test (Derrick et a
 when a matched design lost some runs: every run counts. The caller decides from the design,
 never from the results. The t statistics are written in closed form (numpy + scipy's t
 distribution): the same numbers as `ttest_rel` / `ttest_ind(equal_var=False)`
-(tests/test_stats.py checks), without their per-call cost. Each comparison's p-value, CI and
+(tests/test_stats_tests.py checks), without their per-call cost. Each comparison's p-value, CI and
 TOST come from one t distribution, so p < alpha never sits beside a CI that includes 0.
 """
 

@@ -1,7 +1,7 @@
 """Math problems verified with HF's math-verify: `score(completion, gold)` is the contract
 other tools call (1.0 when the completion's final answer equals gold, else 0.0; never raises;
 bounded time). The forms supported, and the percent rule, are in docs/tasks.md ("Math");
-tests/test_math_corpus.py holds a labelled corpus in the forms GSM8K and MATH-500 store.
+tests/test_tasks_math_corpus.py holds a labelled corpus in the forms GSM8K and MATH-500 store.
 
 math-verify reads LaTeX only inside delimiters, so a gold stored as bare LaTeX
 (`\\frac{\\sqrt{2}}{2}`, `\\begin{pmatrix} -1 \\\\ 3 \\end{pmatrix}`, `\\text{Evelyn}`) is

@@ -4,7 +4,7 @@
 one concern a module:
 
 compat.py    the TRL version and the private methods and behaviour relied on, checked at
-             every trainer's start (tests/test_trl_hooks.py fails when they move)
+             every trainer's start (tests/test_training_builtin_hooks.py fails when they move)
 rows.py      what the reward point makes of a sampled batch (`ScoredRows`: its shaped
              rewards and the keep-masks of the hooks that drop samples), which travels with
              those rows; merging the groups of several sampling rounds, rows and values alike
@@ -23,10 +23,10 @@ between `_get_per_token_logps_and_entropies` and the moment `_compute_loss` read
 dropped rows leave the loss through the public `compute_loss`. A value that belongs to a
 step's rows is handed from the override that makes it to the one that reads it with those
 rows (rows.py), never left on the trainer for a later call to find. With every hook off the
-trainer computes exactly what the bare one computes (tests/test_runs.py). TRL is pinned in
+trainer computes exactly what the bare one computes (tests/test_training_runs.py). TRL is pinned in
 pyproject.toml.
 
-TRL behaviour relied on (checked by compat.py and tests/test_trl_hooks.py):
+TRL behaviour relied on (checked by compat.py and tests/test_training_builtin_hooks.py):
 - `_calculate_rewards` returns the (completions x reward functions) matrix gathered over
   all processes, before the group mean is taken, once for each sampled batch;
 - a completion whose rewards are all NaN is left out of its group's mean and std and gets

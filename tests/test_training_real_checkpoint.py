@@ -49,7 +49,7 @@ def humaneval_file(tmp_path_factory):
 
 def cli_here(*args) -> int:
     """The command in this process: no interpreter start, no second import of TRL (the
-    command line as a user types it; tests/test_wheel.py starts the installed command)."""
+    command line as a user types it; tests/test_install_wheel.py starts the installed command)."""
     return main(list(args))
 
 
@@ -62,7 +62,7 @@ def only_record(folder):
 # field (a loss type; G, the KL estimator, reward scaling, clips and masks go the same way),
 # reused batches, sequence-level ratios. The hook tricks act in grpo-ablate's dispatcher, the
 # same code on any policy: they, and every variant, act on the tiny policy
-# (tests/test_variants.py, tests/test_hook_points.py), which keeps the suite's time.
+# (tests/test_training_variants.py, tests/test_hook_tricks_points.py), which keeps the suite's time.
 FIRST_SEED = ("baseline", "reuse_2x", "loss_dr_grpo", "importance_sampling_sequence")
 SECOND_SEED = ("baseline", "loss_dr_grpo")  # a report needs two seeds of an arm
 

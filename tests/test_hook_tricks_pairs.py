@@ -4,7 +4,7 @@ sampling) and one that drops rows (low-reward filtering) act on the rows the ste
 
 import pytest
 import torch
-from test_variants import trainer_for
+from test_training_variants import trainer_for
 
 from grpo_ablate.hook_tricks.dynamic_sampling import keep_groups
 
@@ -89,8 +89,8 @@ def test_the_pair_table_decides_every_pair_and_a_refused_pair_is_one_line(tmp_pa
 # filter's threshold and outside the clip), 2-token completions (the overlong tricks),
 # updates large enough that a reused batch is off-policy (KL-Cov), a KL guard out of reach.
 # Whose acting the policy's own generations decide, and a test builds elsewhere: Clip-Cov's
-# covariance window (tests/test_variants.py), the prompt-level loss's token counts per group
-# (1 or 2 tokens here; tests/test_catalog_2026.py plants them).
+# covariance window (tests/test_training_variants.py), the prompt-level loss's token counts per group
+# (1 or 2 tokens here; tests/test_hook_tricks_catalog_2026.py plants them).
 # Acting decided by the policy (each tested on a planted batch elsewhere): Clip-Cov's window,
 # the prompt-level weights' token counts, the KL to the reference's spread within a group,
 # DPPO's probability changes past its bound; and by the data: no-positive-resampling acts
@@ -143,7 +143,7 @@ def test_every_pair_of_hook_tricks_that_combines_trains_and_both_act(tmp_path):
     one seed; a trick that acts alone acts in every pair, and the pair's record says so for
     both: in a run of several where each acts, or, where one of several did not, in a run
     of the two. Clip-Cov is the exception: whether a token's covariance term falls in its
-    window is the policy's log-probs (tests/test_variants.py builds that); EMA and global
+    window is the policy's log-probs (tests/test_training_variants.py builds that); EMA and global
     normalisation act by construction (their measure is the config value)."""
     import json
 

@@ -347,19 +347,19 @@ def test_sweep_variants_on_the_tiny_policy_every_arm_acts(tiny_policy, tmp_path)
     assert by_arm["clip_cov"]["activity"]["measure"].endswith("whose advantage clip_cov changed")
     # The prompt-level loss acts where a step's groups hold different token counts, which at
     # 1-2 tokens the policy's answers decide: its acting is on planted lengths
-    # (tests/test_catalog_2026.py); here it completes and says what it measures.
+    # (tests/test_hook_tricks_catalog_2026.py); here it completes and says what it measures.
     assert 0 <= acted.pop("loss_prompt_level") <= 1
     assert by_arm["loss_prompt_level"]["activity"]["measure"].endswith(
         "whose advantage prompt_loss changed")
     # The KL in the reward moves a group's advantages where its completions' KLs to the
     # reference differ, which the policy decides (its acting: a planted reference,
-    # tests/test_catalog_2026.py). No-positive-resampling acts from the second epoch, which 6
+    # tests/test_hook_tricks_catalog_2026.py). No-positive-resampling acts from the second epoch, which 6
     # steps of this task's prompts do not reach (its acting and resume: planted rewards on
-    # 12 prompts, tests/test_catalog_2026.py and tests/test_resume.py).
+    # 12 prompts, tests/test_hook_tricks_catalog_2026.py and tests/test_training_resume.py).
     assert 0 <= acted.pop("kl_in_reward") <= 1
     # DPPO's trust region masks a token whose probability the first update of a reused
     # batch moved past 0.2, which the policy's own log-probs decide (its acting: the fixed
-    # off-policy batch, tests/test_loss_terms.py).
+    # off-policy batch, tests/test_hook_tricks_loss_terms.py).
     assert 0 <= acted.pop("dppo_tv") <= 1
     assert by_arm["dppo_tv"]["activity"]["measure"].endswith("whose advantage dppo_tv changed")
     assert acted.pop("no_positive_resampling") == 0.0
@@ -463,7 +463,7 @@ def test_clip_cov_through_trls_loss_is_verls_clip_cov(fixed_batch, tmp_path):
     """The loss point end to end: TRL's compute_loss on the fixed off-policy batch with
     Clip-Cov on (every candidate token drawn: ratio 1) has the gradient of verl's Clip-Cov
     loss computed here, and counts the tokens it dropped."""
-    from test_hook_points import verl_clip_cov_loss
+    from test_hook_tricks_points import verl_clip_cov_loss
 
     _, fixed = fixed_batch
     trainer = trainer_for([*OFF_POLICY, *LOSS_POINT, "trick=clip_cov", "hooks.clip_cov.ratio=1.0"],
@@ -487,7 +487,7 @@ def test_clip_cov_through_trls_loss_is_verls_clip_cov(fixed_batch, tmp_path):
 
 
 def test_kl_cov_through_trls_loss_is_verls_kl_cov(fixed_batch, tmp_path):
-    from test_hook_points import verl_kl_cov_loss
+    from test_hook_tricks_points import verl_kl_cov_loss
 
     _, batch = fixed_batch
     trainer = trainer_for([*LOSS_POINT, "trick=kl_cov", "hooks.kl_cov.ratio=0.1"], tmp_path)
@@ -518,7 +518,7 @@ def test_the_advantage_point_variants_on_trls_own_batch(tmp_path, tiny_policy):
     """The advantages point end to end: TRL samples and scores a batch (planted rewards) and
     computes its group advantages; W-REINFORCE replaces them by +0.1 (right) and -1 (wrong),
     and Pass@4 by the enumerated pass@4 advantage, and each counts what it changed."""
-    from test_hook_points import enumerated_passk
+    from test_hook_tricks_points import enumerated_passk
 
     runs = {}
     for name, overrides in {"base": [], "positive": ["trick=adv_positive_0.1"],

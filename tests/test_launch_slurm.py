@@ -125,7 +125,8 @@ def test_slurm_requeue_signal_resumes_to_the_uninterrupted_record_and_a_time_lim
     a time limit; `scancel --signal` sends the same) while it waits at a pause point after its
     fifth step (the checkpoint of step 4 written): submitit requeues it and the new job resumes
     from the newest checkpoint; it has four steps left and no pause. (A run resumed twice:
-    tests/test_resume.py.) The record and history equal the same run's in one job. A second sweep meets a
+    tests/test_training_resume.py.) The record and history equal the same run's in one job. A
+    second sweep meets a
     real two-minute time limit (Slurm signals 20 s before it, at the earliest 60 s before that,
     by its own timing resolution: never before the job has installed its handler) with no
     requeue allowed, and ends with a failed record that says why."""

@@ -249,7 +249,7 @@ def test_epoch_seeded_sampler_gives_the_persistent_generators_orders():
 def test_the_colocated_vllm_engine_is_seeded_by_the_run(monkeypatch):
     """Through TRL's own VLLMGeneration, with a stand-in for vLLM's LLM (vLLM needs a CUDA
     device): TRL passes the process index; the engine gets the run's seed and the process's
-    tensor-parallel group instead. tests/test_gpu.py runs the real engine."""
+    tensor-parallel group instead. tests/test_training_gpu.py runs the real engine."""
     import trl.generation.vllm_generation as vg
 
     from grpo_ablate.training.trl_layer.vllm import seeded_vllm_engine, vllm_engine_seed

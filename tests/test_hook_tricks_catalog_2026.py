@@ -269,7 +269,7 @@ def test_the_2026_hook_arms_on_trls_own_batch(tmp_path, tiny_policy):
     """End to end: TRL samples and scores a batch (planted rewards, 4 groups), computes its
     group advantage, and each arm's hook rewrites it (or drops rows) as its formula says;
     each counts what it changed."""
-    from test_variants import generate, planted_rewards, trainer_for
+    from test_training_variants import generate, planted_rewards, trainer_for
 
     runs = {}
     for name in ("baseline", "adv_rloo", "adv_maxrl", "adv_batch_mean_std", "adv_clip_2",
@@ -324,7 +324,7 @@ def test_kl_in_the_reward_on_trls_own_batch(tmp_path, tiny_policy):
     seeded noise), so that each completion has a KL; TRL's batch then carries the group
     advantage of r - beta * sum_t (log pi - log pi_ref), computed here from the two models'
     own logits, and its loss has no KL term (beta is 0 inside it, and back after)."""
-    from test_variants import generate, planted_rewards, trainer_for
+    from test_training_variants import generate, planted_rewards, trainer_for
 
     trainer = trainer_for(["trick=kl_in_reward"], tmp_path)
     plan = planted_rewards(trainer)
@@ -364,7 +364,7 @@ def test_kl_in_the_reward_on_trls_own_batch(tmp_path, tiny_policy):
 def test_dynamic_samplings_extra_rounds_draw_only_the_prompts_in_play(tmp_path, tiny_policy):
     """No-positive-resampling beside dynamic sampling: with all but two prompts left out of
     the current epoch (planted), every extra round samples those two alone."""
-    from test_variants import generate, trainer_for
+    from test_training_variants import generate, trainer_for
 
     trainer = trainer_for(["trick=no_positive_resampling", "+hooks.dynamic_sampling={max_rounds:4}",
                            "trick.modules=[grpo_ablate.hook_tricks.no_positive_resampling,"

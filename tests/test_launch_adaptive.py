@@ -305,7 +305,7 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy, c
     # A different plan for the same folder is refused, nothing trained.
     assert cli.main(["sweep", *ADAPTIVE, f"out_root={out}", "adaptive.rungs=[2,4]"]) == 2
     # The same sweep, never killed, as a plain Hydra app (its sweeper runs the ladder; the
-    # ladder under a parallel launcher: tests/test_launchers.py): the same plan, the same
+    # ladder under a parallel launcher: tests/test_launch_launchers.py): the same plan, the same
     # looks, the same decisions.
     plant_look_one(tmp_path / "clean")
     hydra_args = [a.replace("adaptive=true", "adaptive.enabled=true") for a in ADAPTIVE]

@@ -62,27 +62,15 @@ def test_a_card_fails_where_the_arm_leaves_a_source_setting_or_hides_a_key(cards
                                       composed["baseline"], arms))
 
 
-def test_the_generated_cards_in_docs_are_current():
-    import runpy
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parent.parent / "scripts" / "gen_reference.py"
-    sys.argv = [str(script), "--check"]
-    with pytest.raises(SystemExit) as done:
-        runpy.run_path(str(script), run_name="__main__")
-    assert done.value.code == 0
-
-
 # -- planted batches through TRL's own loss ----------------------------------------------------
 def trainer_for(overrides: list[str], tmp):
-    from test_variants import trainer_for as build
+    from test_training_variants import trainer_for as build
 
     return build([*CHEAP, *overrides], tmp)
 
 
 def policy_logps(model, batch, temperature):
-    from test_variants import policy_logps as logps
+    from test_training_variants import policy_logps as logps
 
     return logps(model, batch, temperature)
 

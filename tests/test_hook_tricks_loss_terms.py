@@ -10,8 +10,8 @@ import math
 
 import pytest
 import torch
-from test_hook_points import planted_tokens, trl_token_loss
-from test_variants import fixed_batch  # noqa: F401 (the fixed off-policy batch, a fixture)
+from test_hook_tricks_points import planted_tokens, trl_token_loss
+from test_training_variants import fixed_batch  # noqa: F401 (the fixed off-policy batch, a fixture)
 
 from grpo_ablate.config import specs_for
 from grpo_ablate.errors import UserError
@@ -121,7 +121,7 @@ TOKEN_MEAN = ["trainer.beta=0", "trainer.loss_type=bnpo"]  # the micro-batch's t
 
 @pytest.mark.slow
 def test_dppo_through_trls_loss_is_prime_rls_policy_term(fixed_batch, tmp_path):  # noqa: F811
-    from test_variants import gradient, independent_gradient, policy_logps, trainer_for
+    from test_training_variants import gradient, independent_gradient, policy_logps, trainer_for
 
     _, batch = fixed_batch
     trainer = trainer_for([*TOKEN_MEAN, "trick=dppo_tv"], tmp_path)
@@ -154,7 +154,7 @@ def test_a_loss_term_through_trls_loss_adds_its_token_mean(arm, fixed_batch,  # 
     """TRL's bnpo loss (the clipped surrogate's token mean) plus the term's mean over its
     tokens, computed here from the policy's own log-probs: the gradients agree, and the
     arm without its term (its baseline) does not."""
-    from test_variants import gradient, independent_gradient, trainer_for
+    from test_training_variants import gradient, independent_gradient, trainer_for
 
     _, fixed = fixed_batch
     rows = fixed["completion_mask"].size(0)
@@ -185,7 +185,7 @@ def test_each_rows_reward_travels_with_the_row_to_the_loss(tmp_path, tiny_policy
     """TRL's sampled batch, planted rewards, rescaled to [-1, 1] by a shaping hook: the rows
     the positive NLL reads are the rows' own task rewards (before the shaping), and a batch
     TRL splits and shuffles keeps each with its row."""
-    from test_variants import generate, planted_rewards, trainer_for
+    from test_training_variants import generate, planted_rewards, trainer_for
     from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
 
     trainer = trainer_for(["trick=positive_nll", "+hooks.reward_scale={low:-1.0,high:1.0}",

@@ -42,8 +42,8 @@ ELSEWHERE = {
     "gpu_check.py": "the GPU check's rehearsal (below): its scale, sweep and refusals steps",
     "bench_overhead.py": "the GPU check's rehearsal (below): its overhead step, whose figures "
                          "are checked against docs/figures.md there",
-    "gpu_wheels.sh": "tests/test_gpu_check.py (downloads the wheelhouse, then --dry-run)",
-    "gen_reference.py": "tests/test_fidelity.py runs its --check (the generated docs are current)",
+    "gpu_wheels.sh": "tests/test_scripts_gpu_check.py (downloads the wheelhouse, then --dry-run)",
+    "gen_reference.py": "tests/test_docs_files.py runs its --check (the generated docs are current)",
     "slurm_local.sh": "the Makefile's test target, before pytest (the slurm tests use it)",
 }
 FIGURE = re.compile(r"`([a-z][a-z0-9_]*(?:\[[^\]`]*\])?)=")

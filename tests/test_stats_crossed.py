@@ -88,7 +88,7 @@ def long_csv(path, shift: float = 0.02):
 
 # These long CSVs are of matched seeds whose held-out prompts are a sample of the task's:
 # said as their user says it (a CSV's own defaults, independent runs on a fixed set of
-# prompts, are tests/test_csv_design.py's).
+# prompts, are tests/test_results_csv_design.py's).
 MATCHED_SAMPLE = ("--runs", "matched", "--scope", "task")
 
 

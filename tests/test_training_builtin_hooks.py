@@ -255,7 +255,7 @@ def test_cosine_schedule_decays_the_lr(tiny_policy):
 class FakeVLLMEngine:
     """Stands in for TRL's VLLMGeneration, which needs vLLM on a CUDA device (neither exists
     here): it records when weights were pushed and what sampling each generate call saw, and
-    answers each prompt with its own tokens reversed. tests/test_gpu.py runs the real one."""
+    answers each prompt with its own tokens reversed. tests/test_training_gpu.py runs the real one."""
 
     def __init__(self):
         self.temperature, self.top_p, self.top_k, self.min_p = 1.0, 0.95, 0, None

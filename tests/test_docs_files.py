@@ -170,3 +170,38 @@ def test_the_packages_data_flow_names_its_packages():
     stages = [s.strip() for s in line.group(1).split("->")]
     assert len(stages) >= 5 and all((PACKAGE / s).is_dir() or (PACKAGE / f"{s}.py").is_file()
                                     for s in stages), stages
+
+
+def test_the_generated_reference_is_current():
+    """Every table of docs/ that restates the code (hook points, the arm cards, the variants,
+    the designs, the make targets, the data flow, the TRL methods overridden, the commands
+    and the report's flags) is what scripts/gen_reference.py makes of the code now: a change
+    to the code that the docs do not follow fails here, with the diff."""
+    import runpy
+    import sys
+
+    script = ROOT / "scripts" / "gen_reference.py"
+    argv, sys.argv = sys.argv, [str(script), "--check"]
+    try:
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert done.value.code == 0
+
+
+LAYERS = ("cli", "launch", "training", "report", "results", "stats", "config", "tasks",
+          "hook_tricks", "sandbox", "records", "runtime", "docs", "scripts", "install")
+
+
+def test_each_test_file_says_the_layer_it_tests():
+    """tests/ shows the package: test_<layer>_<what>.py, the layer one of the package's
+    (docs/tests.md), and no test file named after a module that does not exist."""
+    files = sorted(p.stem for p in (ROOT / "tests").glob("test_*.py"))
+    odd = [f for f in files if not any(f == f"test_{layer}" or f.startswith(f"test_{layer}_")
+                                       for layer in LAYERS)]
+    assert odd == []
+    package = ROOT / "grpo_ablate"
+    for layer in LAYERS[:12]:
+        assert (package / layer).is_dir() or (package / f"{layer}.py").is_file() \
+            or layer == "cli", layer
