@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -46,12 +47,35 @@ def _hydra(argv: list[str], multirun: bool) -> None:
     hydra_main()
 
 
+@contextmanager
+def _help_without_copies():
+    """Hydra's help lists every config group (about 95), and for each one deep-copies its
+    whole config repository (to keep it unmutated), which was 60% of `run --help`. Listing
+    mutates nothing a later listing reads (each re-initialises the same sources), so while
+    help prints, the listings share one repository. The output is the same, byte for byte
+    (tests/test_cli_commands.py)."""
+    from hydra._internal import config_repository
+
+    cls = config_repository.CachingConfigRepository
+    copying = cls.__init__
+
+    def sharing(self, delegate) -> None:
+        self.delegate, self.cache = delegate, {}
+
+    cls.__init__ = sharing
+    try:
+        yield
+    finally:
+        cls.__init__ = copying
+
+
 def _show(line: cl.HydraLine, overrides: list[str]) -> int:
     """--cfg, --info, --help...: check the overrides the way a run would (one line, exit 2),
     then let Hydra print. TRL's own checks are left to a run that trains: they import TRL."""
     if overrides and not line.wants_help:
         validate(compose([*line.search_overrides, *overrides]))
-    _hydra([*line.flags(), *overrides], multirun=False)
+    with _help_without_copies() if line.wants_help else nullcontext():
+        _hydra([*line.flags(), *overrides], multirun=False)
     return 0
 
 

@@ -2,7 +2,11 @@
 --repeats runs): --version, run --help, sweep --help, run --cfg job, and the re-run of a
 finished sweep (sweep=smoke, trained once first in a temporary folder) and, with --demo-out,
 of a finished demo (run once first when the folder holds none). Prints one
-`cli_seconds[<command>]=<s>` line each. Targets: 1.5 s for --help and --cfg job,
+`cli_seconds[<command>]=<s>` line each; then what `run --help` imports (`python -X
+importtime`): the top-level imports that cost most (`cli_import_seconds[<module>]=`) and the
+heavy packages among everything it imports (`cli_heavy_imports=none`, or their names: torch,
+transformers, TRL, scipy, pandas, matplotlib and datasets load only where a command needs
+them). Targets: 1.5 s for --help and --cfg job,
 10 s for a re-run of a finished sweep or demo, figures included.
 
 Usage: python scripts/bench_cli.py [--repeats 3] [--demo-out DIR] [--quick]
@@ -54,6 +58,27 @@ def main() -> None:
         for name, args in commands.items():
             times = [cli(*args) for _ in range(ns.repeats)]
             print(f"cli_seconds[{name}]={statistics.median(times):.2f}", flush=True)
+    import_profile("run", "--help")
+
+
+HEAVY = ("torch", "transformers", "trl", "scipy", "pandas", "matplotlib", "datasets")
+
+
+def import_profile(*args: str, top: int = 5) -> None:
+    """The imports one command pays for, from Python's -X importtime."""
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "grpo_ablate.cli", *args],
+                         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    rows = []
+    for line in res.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        _, cumulative, name = line.split("|", 2)
+        depth = (len(name) - len(name.lstrip())) // 2
+        rows.append((int(cumulative) / 1e6, depth, name.strip()))
+    for seconds, _, name in sorted((r for r in rows if r[1] <= 1), reverse=True)[:top]:
+        print(f"cli_import_seconds[{name}]={seconds:.3f}")
+    heavy = sorted({n.split(".")[0] for _, _, n in rows if n.split(".")[0] in HEAVY})
+    print(f"cli_heavy_imports={','.join(heavy) or 'none'}")
 
 
 if __name__ == "__main__":

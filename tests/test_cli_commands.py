@@ -168,3 +168,16 @@ def test_trl_refuses_a_trainer_value_before_anything_is_written(tmp_path, capsys
     (spec,) = specs_for([], multirun=False)
     check_with_trl(spec.config)
     assert len(list((tmp_path / "cache").rglob("accepted/*"))) == 1
+
+
+def test_run_help_lists_the_same_groups_as_hydras_own_help():
+    """`grpo-ablate run --help` shares one config repository among Hydra's listings (the
+    copies were most of its time): what it prints is Hydra's own `--help`, byte for byte."""
+    import subprocess
+    import sys
+
+    ours = subprocess.run([sys.executable, "-m", "grpo_ablate.cli", "run", "--help"],
+                          capture_output=True, text=True, check=True).stdout
+    hydras = subprocess.run([sys.executable, "-m", "grpo_ablate.app", "--help"],
+                            capture_output=True, text=True, check=True).stdout
+    assert ours == hydras and "trick: " in ours and "== Config ==" in ours

@@ -56,12 +56,8 @@ def test_the_sweep_files_and_former_names_are_served_by_a_config_source_not_the_
     assert not {"sweep", "trick"} & set(ConfigStore.instance().repo)
     assert {k for k in packaged_choices() if k.startswith("sweep/")} == \
         {f"sweep/{p.stem}.yaml" for p in SWEEPS_DIR.glob("*.yaml")}
-    import re
-
-    aliases = {a for t in load_catalog() for alias in t.get("aliases") or []
-               for a in (alias, alias.lower()) if re.fullmatch(r"[\w.@-]+", a)}
     assert {k[len("trick/"):-len(".yaml")] for k in packaged_choices()
-            if k.startswith("trick/")} == set(former_names()) | aliases
+            if k.startswith("trick/")} == set(former_names())
 
     (plugin,) = [p for p in Plugins.instance().discover(SearchPathPlugin)
                  if p.__module__.startswith("hydra_plugins.grpo_ablate")]

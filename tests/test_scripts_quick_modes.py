@@ -23,6 +23,7 @@ QUICK = {
     "bench_cli.py": ["--quick"],
     "bench_lora.py": ["--quick"],
     "bench_parallel.py": ["--quick"],
+    "bench_policy_build.py": ["--quick"],
     "bench_real.py": ["--quick"],
     "bench_sandbox.py": ["--quick"],
     "bench_stats.py": ["--quick"],

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -74,13 +73,9 @@ def packaged_choices() -> dict[str, Path | dict]:
     choices: dict[str, Path | dict] = {
         f"sweep/{path.stem}.yaml": path for path in sorted(SWEEPS_DIR.glob("*.yaml"))}
     for t in load_catalog():
-        # A former name, and a paper's name (trick.aliases) as written and in lower case,
-        # where it is a plain word: Hydra's road takes `trick=GSPO` as grpo-ablate's does.
-        names = [t.get("formerly"), *(a for alias in t.get("aliases") or []
-                                      for a in (alias, alias.lower()))]
-        for name in dict.fromkeys(n for n in names if n and re.fullmatch(r"[\w.@-]+", n)):
-            choices.setdefault(f"trick/{name}.yaml", {
-                "defaults": [f"/trick/{t['id']}"], "trick": {"called_as": name}})
+        if t.get("formerly"):
+            choices[f"trick/{t['formerly']}.yaml"] = {
+                "defaults": [f"/trick/{t['id']}"], "trick": {"called_as": t["formerly"]}}
     return choices
 
 

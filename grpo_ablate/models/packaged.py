@@ -24,7 +24,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from grpo_ablate.errors import UserError
-from grpo_ablate.runtime import cache_root, say
+from grpo_ablate.runtime import build_threads, cache_root, say
 
 
 class FetchError(RuntimeError):
@@ -61,7 +61,8 @@ def ensure_packaged_model(package: dict) -> Path:
                 "checkpoint (dequantised to fp32)")
             t0 = time.perf_counter()
             out = Path(tmp) / "hf"
-            convert_gguf(source, out)
+            with build_threads():  # a worker's share: another job on the machine costs no more
+                convert_gguf(source, out)
             os.replace(out, final)
             say(f"converted in {time.perf_counter() - t0:.0f}s: {final}")
     return final

@@ -17,7 +17,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from grpo_ablate.runtime import cache_root, say, stable_hash
+from grpo_ablate.runtime import build_threads, cache_root, say, stable_hash
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 
@@ -115,7 +115,8 @@ def ensure_tiny_policy(arch: dict, sft: dict, task) -> Path:
         tmp = root / f".{key}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         what = f"building the embedded policy for task {task.name} (first use; cached in {final})"
-        sft_train(arch, sft, task, tmp, progress=ProgressLine(what))
+        with build_threads():  # as a sweep's worker would: a busy machine slows it, no more
+            sft_train(arch, sft, task, tmp, progress=ProgressLine(what))
         os.replace(tmp, final)
     return final
 

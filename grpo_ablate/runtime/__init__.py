@@ -26,6 +26,7 @@ from grpo_ablate.runtime.machine import (
 from grpo_ablate.runtime.output import duration, say
 from grpo_ablate.runtime.process import (
     apply_thread_share,
+    build_threads,
     cache_root,
     git_sha,
     package_version,
@@ -34,8 +35,8 @@ from grpo_ablate.runtime.process import (
 )
 
 __all__ = [
-    "NUMERIC_CPU_FLAGS", "apply_thread_share", "cache_root", "cuda_available", "cuda_may_exist",
-    "describe_machine", "device_label", "duration", "git_sha", "machine", "numeric_id",
+    "NUMERIC_CPU_FLAGS", "apply_thread_share", "build_threads", "cache_root", "cuda_available",
+    "cuda_may_exist", "describe_machine", "device_label", "duration", "git_sha", "machine", "numeric_id",
     "package_version", "process_rank", "quiet_libraries", "say", "stable_hash", "visible_gpus",
     "wandb_run_id",
 ]
