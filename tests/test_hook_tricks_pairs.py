@@ -4,6 +4,7 @@ sampling) and one that drops rows (low-reward filtering) act on the rows the ste
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from test_training_variants import trainer_for
 
 from grpo_ablate.hook_tricks.dynamic_sampling import keep_groups
@@ -71,9 +72,25 @@ def test_the_pair_table_decides_every_pair_and_a_refused_pair_is_one_line(tmp_pa
     assert "one family" in refused[("filter_low_reward_all", "filter_low_reward_early")]
     assert verdicts[("dynamic_sampling_on", "filter_low_reward_all")] == COMBINES
     assert verdicts[("kl_cov", "temperature_0.6")] == COMBINES  # 1.0e6 read as Hydra reads it
-    # Every refused pair of hook tricks, as `sweep=pair` composes it; and a pair that no
-    # trick file holds, composed by overrides.
-    hook_refusals = [(a, b) for (a, b) in refused if b in hooks]
+    # The plain road (the resolved baseline with the pair's settings written in) decides as
+    # the full one (composed and resolved again): every refused pair, and every 7th allowed.
+    from grpo_ablate.config.compose import compose
+    from grpo_ablate.config.pairs import Baseline, pair_verdict
+
+    composed = compose(["trick=baseline"])
+    base = Baseline.of(OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"]))
+    sample = [*refused, *[p for p in verdicts if p not in refused][::7]]
+    assert {p: pair_verdict(*p, base, full=True) for p in sample} == \
+        {p: verdicts[p] for p in sample}
+    assert base.plain({"trainer.beta": 0.0}) is not None
+    assert base.plain({"trainer.num_generations": 8}) is None  # the batch layout reads G
+    # A refused pair of hook tricks of each reason, as `sweep=pair` composes it; and a pair
+    # that no trick file holds, composed by overrides.
+    by_reason = {}
+    for (a, b), v in refused.items():
+        if b in hooks:
+            by_reason.setdefault(v.split(": ", 1)[-1].split("; allowed")[0], (a, b))
+    hook_refusals = list(by_reason.values())
     assert len(hook_refusals) >= 4
     for args in (*(["sweep", "sweep=pair", f"pair=[{a},{b}]"] for a, b in hook_refusals),
                  ["run", "trick=clip_cov", "+hooks.kl_cov={ratio:0.1,coef:0.1}"]):
