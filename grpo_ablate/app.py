@@ -28,5 +28,12 @@ def hydra_main(cfg: DictConfig) -> str:
 
 
 if __name__ == "__main__":  # a plain Hydra app: python -m grpo_ablate.app [-m] [overrides]
+    from grpo_ablate.launch.sweeper import check_design_arguments
+
+    try:
+        check_design_arguments(sys.argv[1:])
+    except UserError as exc:
+        say(f"grpo-ablate: error: {exc}")
+        sys.exit(2)
     sys.argv[1:] = lora_keys_alone(sys.argv[1:])  # as the grpo-ablate command line does
     hydra_main()

@@ -25,6 +25,7 @@ from grpo_ablate.config.fractional import alias_chains, draw, measured_resolutio
 from grpo_ablate.config.screening import Factor, design_record, write_design
 from grpo_ablate.errors import UserError
 from grpo_ablate.report.screening import screening_report
+from grpo_ablate.stats.screening import MIN_RESIDUAL_DF
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = [f"t{i}" for i in range(12)]
@@ -121,7 +122,7 @@ def test_a_nested_trick_beside_the_one_it_needs_is_its_own_arm(tmp_path):
              f"out_root={tmp_path}"], [])
     design = json.loads((tmp_path / "screening" / "design.json").read_text())
     assert design["factors"][1] == {"name": "ratio_clip_high_0.28", "family": "ratio_clip",
-                                    "needs": "reuse_2x"}
+                                    "needs": "reuse_2x", "keys": ["trainer.epsilon_high"]}
     row = design["points"].index("ratio_clip_high_0.28")  # reuse on, clip on, kl off
     assert design["design"][row] == [1, 1, -1]
     alone = design["points"][design["design"].index([-1, 1, -1])]  # the clip without reuse
@@ -184,11 +185,19 @@ def test_a_resolution_iii_main_effect_that_carries_an_interaction_is_called_alia
 
 def test_one_replicate_falls_back_to_lenth_and_identical_replicates_test_nothing():
     rng = np.random.default_rng(5)
+    matrix, res, how = draw(7, 3)  # 7 factors in a handful of points: too few residual df
+    small = design_record(factors(7), matrix, res, how)
+    df = planted(small, 1, lambda x: 3.0 * x[:, 0], rng, noise=0.3)
+    rep = screening_report(df, small, "score", 0.05, 0.1, None, "higher")
+    assert rep["error"] == "lenth" and rep["residual_df"] < MIN_RESIDUAL_DF
+    assert rep["contrasts"] == len(small["points"]) - 1  # every contrast, not the modelled
+    assert rep["effects"][0]["verdict"] in ("improves", "aliased")
     matrix, res, how = draw(12, 4)
     design = design_record(factors(12), matrix, res, how)
     df = planted(design, 1, lambda x: 3.0 * x[:, 0], rng, noise=0.5)
     rep = screening_report(df, design, "score", 0.05, 0.1, None, "higher")
-    assert rep["error"] == "lenth" and rep["effects"][0]["verdict"] == "improves"
+    assert rep["error"] == "ols" and rep["residual_df"] >= MIN_RESIDUAL_DF
+    assert rep["effects"][0]["verdict"] == "improves"
     same = planted(design, 1, lambda x: 0.01 * x[:, 0], rng, noise=0.0)
     twice = pd.concat([same, same.assign(seed=1, score=same["score"] + 0.2)])
     rep = screening_report(twice, design, "score", 0.05, 0.1, None, "higher")
@@ -315,3 +324,21 @@ def test_a_screenings_recipe_keeps_what_improves_and_drops_what_does_nothing():
     assert verdicts["kl_off"] == verdicts["grad_norm_off"] == "no_effect"
     recipe = recipe_of(rep, "recipe_screening")
     assert set(recipe.tricks) == {"ema_0.9", "kl_off", "grad_norm_off"}
+
+
+def test_a_design_on_hydras_own_road_is_one_line_exit_2_before_anything_runs(tmp_path):
+    """`python -m grpo_ablate.app -m sweep=<design>` cannot draw the design's arms: refused
+    in one line, with or without the design's own keys, and nothing is written."""
+    from grpo_ablate.launch.sweeper import DESIGN_SWEEPS
+
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    for design, own in zip(DESIGN_SWEEPS, ("", "factors=[kl_off,grad_norm_off,ema_0.9]",
+                                           "tricks=[kl_off,ema_0.9]", ""), strict=True):
+        args = [f"sweep={design}", f"out_root={tmp_path}", "trainer.max_steps=1"] + \
+            ([own] if own else [])
+        got = subprocess.run([sys.executable, "-m", "grpo_ablate.app", "-m", *args], cwd=ROOT,
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert got.returncode == 2, (design, got.stderr)
+        lines = got.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"grpo-ablate sweep sweep={design}" in lines[0], lines
+    assert not any(tmp_path.iterdir())

@@ -30,6 +30,8 @@ QUICK = {
     "check_adaptive.py": ["--quick"],
     "check_calibration.py": ["--quick"],
     "check_duplicates.py": ["--quick"],
+    "check_error_rule.py": ["--quick"],
+    "check_published.py": ["--quick"],
     "check_independent.py": ["--quick"],
     "check_plan.py": ["--quick"],
     "check_screening.py": ["--quick"],

@@ -151,7 +151,8 @@ def design_record(factors: list[Factor], design: np.ndarray, resolution: int, ho
     chains = alias_chains(design)
     return {
         "kind": "screening", "factors": [{"name": f.name, "family": f.family,
-                                          "needs": f.needs} for f in factors],
+                                          "needs": f.needs, "keys": sorted(f.settings)}
+                                         for f in factors],
         "design": design.tolist(), "resolution": resolution, "drawn_by": how,
         "points": [point_name([f for f, lv in zip(factors, row, strict=True) if lv > 0])
                    for row in design],
@@ -170,15 +171,16 @@ def write_design(sweep_dir: Path, record: dict, factors: list[Factor]) -> Path:
     if path.is_file():
         held = json.loads(path.read_text())
         # A fold-over adds a fraction: the design held is where the new one begins.
-        extends = held.get("factors") == record["factors"] and \
+        same = _named(held.get("factors")) == _named(record["factors"])
+        extends = same and \
             record["design"][:len(held.get("design", []))] == held.get("design") and \
             len(record["design"]) > len(held["design"])
-        if held.get("factors") == record["factors"] and len(held["design"]) > len(
+        if same and len(held["design"]) > len(
                 record["design"]) and held["design"][:len(record["design"])] == record["design"]:
             raise UserError(f"{path}: this sweep's design is folded over; allowed: "
                             "design=foldover with the sweep's own overrides")
         if not extends and (held.get("design") != record["design"]
-                            or held.get("factors") != record["factors"]):
+                            or not same):
             raise UserError(f"{path}: this sweep folder holds another design (factors "
                             f"{[f['name'] for f in held.get('factors', [])]}); allowed: the "
                             "same factors and design, or another sweep_name")
@@ -196,6 +198,12 @@ def write_design(sweep_dir: Path, record: dict, factors: list[Factor]) -> Path:
     if extends or not path.is_file():  # the trick files first: design.json names them
         atomic_write_text(path, json.dumps(record, indent=1) + "\n")
     return config_dir
+
+
+def _named(factors: list[dict] | None) -> list[tuple]:
+    """A design's factors as they name it (a design.json written before the factors' keys
+    were kept is the same design)."""
+    return [(f["name"], f.get("family"), f.get("needs")) for f in factors or []]
 
 
 def read_design(sweep_dir: Path) -> dict | None:

@@ -45,6 +45,40 @@ def report_settings(logger: dict, asked: dict) -> ReportSettings | None:
     return replace(ReportSettings.for_logger(logger), **values)
 
 
+# The sweep files whose arms a design draws (the pair, the screening, the topologies):
+# `grpo-ablate sweep` writes their trick files and sweeps them; Hydra's own road cannot.
+DESIGN_SWEEPS = ("pair", "screening", "leave_one_out", "add_one")
+
+
+def design_road_refusal(chosen: str | None) -> UserError | None:
+    if chosen not in DESIGN_SWEEPS:
+        return None
+    return UserError(f"sweep={chosen}: its arms are drawn by the design, which `grpo-ablate "
+                     f"sweep sweep={chosen} ...` writes as trick files; Hydra's own multirun "
+                     f"runs only the baseline here; allowed: grpo-ablate sweep sweep={chosen} "
+                     "(docs/verdicts.md)")
+
+
+def check_design_road(config: DictConfig, specs: list[RunSpec]) -> None:
+    """A design's sweep file run as a plain Hydra multirun (`python -m grpo_ablate.app -m
+    sweep=screening`) has only the baseline to run: refused in one line, not a report of
+    nothing compared."""
+    chosen = OmegaConf.select(config, "hydra.runtime.choices.sweep", default=None)
+    refusal = design_road_refusal(chosen)
+    if refusal and {s.arm for s in specs} <= {"baseline"}:
+        raise refusal
+
+
+def check_design_arguments(arguments: list[str]) -> None:
+    """The same refusal before Hydra parses a plain app's command line: a design's own keys
+    (factors=, tricks=) are not in the config, and Hydra's error would not say why."""
+    for a in arguments:
+        key, _, value = a.lstrip("+~").partition("=")
+        refusal = design_road_refusal(value) if key == "sweep" else None
+        if refusal:
+            raise refusal
+
+
 def sweep(config: DictConfig, arguments: list[str], params: dict, report: dict,
           launch: Callable[[list[list[str]]], Any]) -> int:
     """Validate every job, train what the sweep lacks, report. Returns 0, or 1 when an
@@ -57,6 +91,7 @@ def sweep(config: DictConfig, arguments: list[str], params: dict, report: dict,
                          params=params)
 
     specs = compose(arguments)
+    check_design_road(config, specs)
     settings = report_settings(specs[0].config["logger"], report)
     check_comparisons(specs, settings.baseline if settings else "baseline")
     sweep_dir = Path(config.hydra.sweep.dir)

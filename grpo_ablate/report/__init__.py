@@ -45,8 +45,15 @@ def report_parser() -> argparse.ArgumentParser:
     """`grpo-ablate report`'s flags (docs/contracts.md's table is generated from them)."""
     d = ReportSettings()
     p = _Parser(prog="grpo-ablate report", add_help=True)
-    p.add_argument("path", nargs="+", help="sweep folder(s), or one CSV, or (--from lm-eval) "
+    p.add_argument("path", nargs="*", help="sweep folder(s), or one CSV, or (--from lm-eval) "
                    "the folders lm-evaluation-harness wrote")
+    p.add_argument("--design", default=None, metavar="CSV",
+                   help="a two-level experiment's table (a column per factor, -1/+1, -/+ or "
+                        "off/on; optional block or seed; the --metric column): its screening "
+                        "report")
+    p.add_argument("--factors", default=None, metavar="A,B,...",
+                   help="with --design: the factor columns (default: every column but the "
+                        "metric and the block)")
     p.add_argument("--from", dest="source", choices=["lm-eval"], default=d.source,
                    help="lm-eval: read lm-evaluation-harness's --log_samples output, a run per "
                         "folder named <arm>-seed<N> or listed in --manifest (default: sweep "
@@ -115,7 +122,15 @@ def settings_of(ns: argparse.Namespace) -> tuple[list[str], ReportSettings, bool
         prompts_pool=ns.prompts_pool, source=ns.source, manifest=ns.manifest,
         out=ns.out, figures=not ns.no_figures, wandb=ns.wandb,
         wandb_project=ns.wandb_project, wandb_entity=ns.wandb_entity,
-        components_from=tuple(ns.components_from), beside=ns.beside, verbose=ns.verbose)
+        components_from=tuple(ns.components_from), beside=ns.beside, verbose=ns.verbose,
+        design=ns.design, factors=tuple(f.strip() for f in (ns.factors or "").split(",")
+                                        if f.strip()))
+    if bool(ns.design) == bool(ns.path):
+        raise UserError("report: allowed: sweep folders or a CSV (PATH ...), or a two-level "
+                        "experiment's table (--design CSV), one of them")
+    if ns.factors and not ns.design:
+        raise UserError("report: --factors names a --design table's factor columns; allowed "
+                        "only with --design")
     if ns.manifest and ns.source != "lm-eval":
         raise UserError("report: --manifest names lm-eval run folders; allowed only with "
                         "--from lm-eval")
@@ -232,6 +247,11 @@ def main(args: list[str]) -> int:
 
         src = Path(settings.out or given[0])
         publish(src if src.is_dir() else src.parent / f"{src.stem}-report")
+        return 0
+    if settings.design:
+        from grpo_ablate.report.design_table import write_design_table_report
+
+        write_design_table_report(Path(settings.design), settings, list(settings.factors) or None)
         return 0
     write_report(expand_paths(given), settings)
     return 0

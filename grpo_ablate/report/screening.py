@@ -15,7 +15,14 @@ import pandas as pd
 
 from grpo_ablate.config.fractional import ROMAN
 from grpo_ablate.errors import UserError
-from grpo_ablate.stats.screening import Term, replicates_for, screen
+from grpo_ablate.report.screening_rows import (
+    INERT_BELOW,
+    factor_activity,
+    heredity,
+    inert_factors,
+    waiting_on,
+)
+from grpo_ablate.stats.screening import MIN_RESIDUAL_DF, Term, screen
 from grpo_ablate.stats.verdicts import default_direction, margin_for
 
 ESTIMAND = ("the effect of switching this trick on, averaged over the design's settings of "
@@ -84,6 +91,7 @@ def screening_report(df: pd.DataFrame, design: dict, metric: str, alpha: float,
         r["factors"] = [names[i] for i in term.head]
         r["waiting_on"] = waiting_on(r, term, replicates, margin)
     heredity(rows, columns, names)
+    inert_factors(rows, factor_activity(used, design), INERT_BELOW)
     expected = len(design["points"]) * replicates
     by_point = used.groupby("point")[metric].mean()
     point_means = [float(by_point.get(i, math.nan)) for i in range(len(design["points"]))]
@@ -94,7 +102,8 @@ def screening_report(df: pd.DataFrame, design: dict, metric: str, alpha: float,
         "points": design["points"], "design": design["design"],
         "replicates": sorted(set(used["seed"].tolist())), "runs_used": int(len(y)),
         "runs_expected": expected, "point_means": point_means, "error": fitted.method,
-        "residual_df": fitted.residual_df,
+        "residual_df": fitted.residual_df, "pure_error_df": fitted.pure_df,
+        "contrasts": fitted.contrasts, "min_residual_df": MIN_RESIDUAL_DF,
         "effects": [{k: v for k, v in r.items() if k not in ("head", "terms")} for r in rows],
     }
     rep.update(recipe_fields(rep, used))
@@ -109,7 +118,7 @@ def recipe_fields(rep: dict, used: pd.DataFrame) -> dict:
     arms = [{"arm": r["factors"][0], "verdict": r["verdict"], "p_adjusted": r["p_adjusted"],
              "diff": r["effect"]} for r in mains]
     first = used.iloc[0] if len(used) else {}
-    return {"baseline": "baseline", "correction": "holm", "inert_below": 0.05,
+    return {"baseline": "baseline", "correction": "holm", "inert_below": INERT_BELOW,
             "scope": "prompts", "strata": [{
                 "model": first.get("model", "-"), "task": first.get("task", "-"),
                 "arms": arms, "recipe": {
@@ -118,53 +127,34 @@ def recipe_fields(rep: dict, used: pd.DataFrame) -> dict:
                                      if a["verdict"] in ("no_effect", "negligible")]}}]}
 
 
-def heredity(rows: list[dict], columns: list[Term], names: list[str]) -> None:
-    """In a chain of interactions, the terms whose two tricks both have a main effect
-    called (`likely`): effect heredity (Wu & Hamada, Experiments, 2009) makes them the
-    likelier carriers of the chain's effect. A hint for the reader, not a verdict; the plot
-    and the side-by-side table use it."""
-    called = {r["factors"][0] for r in rows
-              if len(r["factors"]) == 1 and r["verdict"] in ("improves", "harms")}
-    for r, term in zip(rows, columns, strict=True):
-        likely = [[names[i] for i in t] for t, _ in term.terms
-                  if len(t) == 2 and all(names[i] in called for i in t)]
-        r["likely"] = [" x ".join(t) for t in likely]
-        if not term.is_main and len(likely) == 1:
-            r["factors"] = likely[0]
-
-
-def waiting_on(row: dict, term: Term, replicates: int, margin: float) -> str:
-    """What would settle an open effect: a fold-over (aliased), or more replicates."""
-    if row["verdict"] == "aliased":
-        return "a fold-over (design=foldover, the sweep's own overrides) separates the " \
-            "terms of this chain"
-    if row["verdict"] != "inconclusive":
-        return ""
-    target = max(abs(row["effect"]), margin) if math.isfinite(margin) else abs(row["effect"])
-    need = replicates_for(row["mde"], replicates, target)
-    return f"about {need} replicates (seeds) for 80% power at {target:.3g}" if need else ""
-
-
 def render_screening(rep: dict, figures: list[str]) -> str:
     names = rep["factors"]
     roman = ROMAN.get(rep["resolution"], str(rep["resolution"]))
     error = {
-        "ols": "the residual of the model (replicates, blocks taken out), "
-               f"{rep['residual_df']} df",
-        "lenth": f"Lenth's pseudo standard error over the {len(rep['effects'])} contrasts, "
-                 f"p-values calibrated by simulation (the model leaves {rep['residual_df']} "
-                 "residual df, under the 10 a t test needs here)",
+        "ols": f"the residual of the model, {rep['residual_df']} df: the replicates' own "
+               f"error ({rep.get('pure_error_df', 0)} df, blocks taken out) pooled with the "
+               "contrasts the model takes as zero (three tricks or more)",
+        "lenth": f"Lenth's pseudo standard error over all {rep.get('contrasts')} contrasts the "
+                 "design estimates (modelled or not), p-values calibrated by simulation; the "
+                 f"model leaves {rep['residual_df']} residual df",
         "none": "none: every replicate gave the same differences to rounding, so no effect "
                 "can be tested; a zero effect is exactly zero (no_effect), any other stays "
-                "open"}[rep["error"]]
+                "open",
+        "unknown": "unknown: no replicates, and the contrasts that would estimate the noise "
+                   "came out zero (tricks that did not act): every effect stays open"
+    }[rep["error"]]
+    rule = (f"Error rule: the residual where it has at least {rep.get('min_residual_df')} df, "
+            "else Lenth's PSE over every contrast (chosen by simulation, "
+            "scripts/check_error_rule.py; docs/verdicts.md)")
     lines = [
         f"# Screening report: {rep['metric']} ({rep['direction']} is better)", "",
         f"**Design:** a two-level resolution {roman} fraction of {len(names)} factors, "
         f"{len(rep['points'])} points x {len(rep['replicates'])} replicate(s) (seeds "
         f"{', '.join(map(str, rep['replicates']))}); {rep['runs_used']} of "
         f"{rep['runs_expected']} runs used; drawn by `{rep['drawn_by']}`. Each effect is "
-        f"{rep['estimand']}. Error: {error}. Holm across the {len(rep['effects'])} tested "
-        f"effects at alpha {rep['alpha']}; no effect: TOST within ±{rep['min_effect']:.3g}.",
+        f"{rep['estimand']}. Error: {error}. {rule}. Holm across the {len(rep['effects'])} "
+        f"tested effects at alpha {rep['alpha']}; no effect: TOST within "
+        f"±{rep['min_effect']:.3g}.",
         "", "## Effects", "",
         "| effect | estimate | 95% CI | p (Holm) | TOST p (Holm) | MDE | verdict | waiting on |",
         "|---|---|---|---|---|---|---|---|"]
@@ -236,11 +226,19 @@ def beside(rep: dict, path: Path) -> dict:
 
 def write_screening_report(sweep_dir: Path, design: dict, settings) -> Path:
     """report.md, report.json and the figures of a screening sweep (its folder, or --out)."""
-    from grpo_ablate.records import atomic_write_text, jsonable
     from grpo_ablate.results.table import load_results
 
     df, warnings = load_results([sweep_dir])
     out = Path(settings.out) if settings.out else sweep_dir
+    return write_design_report(df, warnings, design, settings, out, sweep_dir.name,
+                               [sweep_dir])
+
+
+def write_design_report(df: pd.DataFrame, warnings: list[str], design: dict, settings,
+                        out: Path, group: str, paths: list[Path]) -> Path:
+    """The screening report of a design's runs (a sweep's records, or a table's rows)."""
+    from grpo_ablate.records import atomic_write_text, jsonable
+
     rep = screening_report(df, design, settings.metric, settings.alpha, settings.min_effect,
                            settings.min_effect_of, settings.direction)
     if settings.beside:
@@ -266,14 +264,14 @@ def write_screening_report(sweep_dir: Path, design: dict, settings) -> Path:
     if settings.wandb:
         from grpo_ablate.report.wandb_summary import log_summary
 
-        run_id = log_summary(rep, out, figures, group=sweep_dir.name,
+        run_id = log_summary(rep, out, figures, group=group,
                              project=settings.wandb_project, entity=settings.wandb_entity,
                              mode=settings.wandb)
         if run_id:
             print(f"W&B summary run: {run_id} ({settings.wandb}, under {out / 'wandb'})")
         from grpo_ablate.report.wandb_dashboard import write_dashboard
 
-        write_dashboard(rep, out, [sweep_dir], sweep_dir.name, settings.wandb_project,
+        write_dashboard(rep, out, paths, group, settings.wandb_project,
                         settings.wandb_entity, run_id, figures,
                         online=settings.wandb == "online")
     return out

@@ -5,6 +5,7 @@ line the null ones lie on); and an interaction plot for each interaction called.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -41,10 +42,15 @@ def _label(r: dict) -> str:
 def _pareto(rep: dict, effects: list[dict], path: Path) -> Path:
     rows = sorted(effects, key=lambda r: abs(r["t"]))
     fig, ax = plt.subplots(figsize=(7, 0.28 * len(rows) + 1.2))
-    ax.barh([_label(r) for r in rows], [abs(r["t"]) for r in rows],
-            color=[COLORS.get(r["verdict"], "0.6") for r in rows])
+    # Each bar labelled with its signed estimate: the chart's length is |t|, its sign is the
+    # label's (hatched: a negative effect).
+    ax.barh([f"{_label(r)} ({r['effect']:+.3g})" for r in rows],
+            [abs(r["t"]) if math.isfinite(r["t"]) else 0.0 for r in rows],
+            color=[COLORS.get(r["verdict"], "0.6") for r in rows],
+            hatch=["//" if r["effect"] < 0 else "" for r in rows])
     crit = stats.t.ppf(1 - rep["alpha"] / 2, max(rep["residual_df"], 1)) \
-        if rep["error"] == "ols" else lenth_critical(len(rep["effects"]), rep["alpha"])
+        if rep["error"] == "ols" else lenth_critical(rep.get("contrasts") or len(rep["effects"]),
+                                                     rep["alpha"])
     ax.axvline(crit, color="k", ls="--", lw=1,
                label=f"unadjusted critical value {crit:.2f} (verdicts: Holm)")
     ax.set_xlabel("|standardised effect| (estimate / se)")
@@ -64,10 +70,15 @@ def _half_normal(effects: list[dict], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4.5))
     ax.scatter(q, [abs(r["effect"]) for r in rows],
                c=[COLORS.get(r["verdict"], "0.5") for r in rows], s=18)
+    se = next((r["se"] for r in rows if r["se"] > 0), None)
+    if se:  # where null effects fall: |effect| = se x the half-normal quantile
+        ax.plot([0, q[-1]], [0, se * q[-1]], "k--", lw=0.8,
+                label=f"null effects: se {se:.3g} x quantile")
+        ax.legend(fontsize=7, loc="upper left")
     for x, r in zip(q, rows, strict=True):
         if r["verdict"] in CALLED:
-            ax.annotate(_label(r), (x, abs(r["effect"])), fontsize=7, xytext=(3, 2),
-                        textcoords="offset points")
+            ax.annotate(f"{_label(r)} {r['effect']:+.3g}", (x, abs(r["effect"])), fontsize=7,
+                        xytext=(3, 2), textcoords="offset points")
     ax.set_xlabel("half-normal quantile")
     ax.set_ylabel("|effect|")
     ax.set_title("Half-normal plot of the effects")

@@ -40,6 +40,8 @@ class ReportSettings:
     components_from: tuple[str, ...] = ()
     beside: str | None = None  # a screening report: an OVAT report of the same recipe beside it
     verbose: bool = False  # the terminal gets the whole report, not its summary
+    design: str | None = None  # a two-level experiment's table (report/design_table.py)
+    factors: tuple[str, ...] = ()  # its factor columns (default: all but the metric, block)
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:

@@ -59,6 +59,7 @@ def records_table(records) -> pd.DataFrame:
         row["activity"] = act.get("acted", math.nan)
         row["activity_measure"] = act.get("measure")
         row.update({f"activity/{k}": v for k, v in (act.get("details") or {}).items()})
+        row.update({f"acted_by_key/{k}": v for k, v in (act.get("by_key") or {}).items()})
         row.update({f"values/{k}": v for k, v in (act.get("values") or {}).items()})
         rows.append(row)
     return pd.DataFrame(rows)

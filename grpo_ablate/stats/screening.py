@@ -7,11 +7,18 @@ interactions only (the first term's product column; its aliases share it). An ef
 design's settings of the other factors. A chain holding a main effect and two-trick
 interactions (resolution III) is one estimate of their signed sum.
 
-The error: the residual of that model (replicate-based, blocks taken out) when it has at
-least MIN_RESIDUAL_DF (10) degrees of freedom; else Lenth's pseudo standard error over the
-contrasts (Lenth 1989), its p-values calibrated by simulating the same number of null
-contrasts (the t(m/3) reference Lenth proposed is conservative, Ye & Hamada 2000). Holm
-across every tested effect, TOST against the margin, the MDE at 80% power."""
+The error, from all the information the design holds: the residual of that model (its
+replicates' pure error, blocks taken out, pooled with the contrasts the model assumes zero:
+the chains of three tricks and more) when it has at least MIN_RESIDUAL_DF degrees of
+freedom; else Lenth's pseudo standard error over every contrast the design estimates
+(Lenth 1989: the modelled ones and the unmodelled, each an effect or noise), its p-values
+calibrated by simulating the same number of null contrasts (the t(m/3) reference Lenth
+proposed is conservative, Ye & Hamada 2000). MIN_RESIDUAL_DF is the rule
+scripts/check_error_rule.py chose by simulation over small and large designs, unreplicated
+and replicated (FWER at most alpha, the higher power). An error of zero is claimed only
+where replicates exist and agree; where the only error is contrasts that came out zero (an
+unreplicated design whose tricks did not act), the error is unknown and every effect open.
+Holm across every tested effect, TOST against the margin, the MDE at 80% power."""
 
 from __future__ import annotations
 
@@ -26,9 +33,9 @@ from grpo_ablate.stats.correct import holm_adjust
 from grpo_ablate.stats.significance import is_zero_spread
 from grpo_ablate.stats.verdicts import verdict
 
-# Fewer residual df than this and the t's critical value after Holm runs away (4 df, 27
-# tests: |t| > 8.6): Lenth's PSE over the contrasts is the better-powered test there.
-MIN_RESIDUAL_DF = 10
+# Fewer residual df than this and Lenth's PSE over every contrast is the better-powered
+# test (scripts/check_error_rule.py, docs/figures.md); from it on, the residual's t.
+MIN_RESIDUAL_DF = 4
 LENTH_SIMS = 20_000
 POWER_TARGET = 0.8
 
@@ -98,17 +105,49 @@ class Fit:
     effects: np.ndarray      # 2 beta per term
     se: np.ndarray           # of each effect
     df: float                # residual df (OLS) or m/3 (Lenth, for the CI's t)
-    method: str              # "ols" | "lenth"
+    method: str              # "ols" | "lenth" | "none" (replicates agree) | "unknown"
     p: np.ndarray
     residual_df: int
+    contrasts: int = 0       # every contrast the design estimates (Lenth's m)
+    pure_df: int = 0         # the replicates' own error df (0: unreplicated)
+
+
+def contrast_columns(levels: np.ndarray) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """Every contrast the design's points estimate: one column per alias class of the
+    factors' products (all orders), the lowest-order product naming it; a product that is
+    constant (a word of the defining relation) estimates nothing."""
+    from itertools import combinations
+
+    levels = np.asarray(levels, dtype=float)
+    k = levels.shape[1]
+    seen: dict[tuple, tuple[int, ...]] = {}
+    out = []
+    for order in range(1, k + 1):
+        for term in combinations(range(k), order):
+            col = np.prod(levels[:, list(term)], axis=1)
+            if np.all(col == col[0]):
+                continue
+            key = tuple(np.round(col * col[0], 12))
+            if key not in seen:
+                seen[key] = term
+                out.append((term, col))
+    return out
+
+
+def pure_error_df(levels: np.ndarray, blocks: np.ndarray) -> int:
+    """Degrees of freedom of the replicates' own error: runs less distinct points, less the
+    blocks beyond the first (a seed's shift is taken out)."""
+    points = {tuple(r) for r in np.asarray(levels).tolist()}
+    return max(0, len(levels) - len(points) - (len(set(np.asarray(blocks).tolist())) - 1))
 
 
 def fit(y: np.ndarray, levels: np.ndarray, blocks: np.ndarray, columns: list[Term],
-        min_residual_df: int = MIN_RESIDUAL_DF) -> Fit:
+        min_residual_df: int = MIN_RESIDUAL_DF, method: str | None = None) -> Fit:
     """The effects and their p-values, by the residual error or (too few residual df)
-    Lenth's PSE."""
+    Lenth's PSE over every contrast; `method` forces one (the simulation's candidates)."""
     y = np.asarray(y, dtype=float)
-    x = model_matrix(levels, np.asarray(blocks), columns)
+    blocks = np.asarray(blocks)
+    x = model_matrix(levels, blocks, columns)
     rank = np.linalg.matrix_rank(x)
     if rank < x.shape[1]:
         raise ValueError(f"the runs present estimate {rank} of the model's {x.shape[1]} "
@@ -117,24 +156,50 @@ def fit(y: np.ndarray, levels: np.ndarray, blocks: np.ndarray, columns: list[Ter
     k = len(columns)
     effects = 2 * beta[-k:]
     resid_df = len(y) - x.shape[1]
+    pure = pure_error_df(levels, blocks)
+    resid = y - x @ beta
+    all_effects = saturated_effects(y, levels, blocks)
+    m = len(all_effects)
+    chosen = method or ("ols" if resid_df >= min_residual_df else "lenth")
     zero = is_zero_spread  # rounding noise, relative to the data's scale, is no error
-    if resid_df >= min_residual_df and zero(float(np.std(y - x @ beta)), y) or \
-            resid_df < min_residual_df and zero(lenth_pse(effects), y):
-        # Every replicate gave the same differences: nothing to test against. An effect
-        # that is zero is exactly zero; any other is open (p NaN).
+    error_zero = zero(float(np.std(resid)), y) if chosen == "ols" \
+        else zero(lenth_pse(all_effects), y)
+    if error_zero and (chosen == "ols" and resid_df > 0 or chosen == "lenth"):
+        # Claimed only where replicates exist and agree: then an effect that is zero is
+        # exactly zero and any other is open. Where the only error is contrasts that are
+        # zero (tricks that did not act), nothing says how large the noise is: open.
+        agree = pure > 0 and zero(float(np.std(resid)), y)
         effects = np.where([zero(abs(e), y) for e in effects], 0.0, effects)
-        return Fit(effects, np.zeros(k), math.nan, "none", np.full(k, math.nan), resid_df)
-    if resid_df >= min_residual_df:
-        sigma2 = float(np.sum((y - x @ beta) ** 2) / resid_df)
+        return Fit(effects, np.zeros(k), math.nan, "none" if agree else "unknown",
+                   np.full(k, math.nan), resid_df, m, pure)
+    if chosen == "ols":
+        if resid_df < 1:
+            raise ValueError("no residual degrees of freedom for the residual error")
+        sigma2 = float(np.sum(resid ** 2) / resid_df)
         cov = sigma2 * np.linalg.inv(x.T @ x)
         se = 2 * np.sqrt(np.diag(cov)[-k:])
         with np.errstate(divide="ignore", invalid="ignore"):
             p = 2 * special.stdtr(resid_df, -np.abs(effects / se))
-        return Fit(effects, se, float(resid_df), "ols", p, resid_df)
-    pse = lenth_pse(effects)
+        return Fit(effects, se, float(resid_df), "ols", p, resid_df, m, pure)
+    if chosen == "lenth_modelled":  # the former rule: the modelled contrasts alone
+        all_effects, m = effects, k
+    pse = lenth_pse(all_effects)
     se = np.full(k, pse)
-    p = np.array([lenth_p(e / pse, k) if pse > 0 else math.nan for e in effects])
-    return Fit(effects, se, k / 3, "lenth", p, resid_df)
+    p = np.array([lenth_p(e / pse, m) if pse > 0 else math.nan for e in effects])
+    return Fit(effects, se, m / 3, "lenth", p, resid_df, m, pure)
+
+
+def saturated_effects(y: np.ndarray, levels: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """Every contrast's effect (2 beta), the blocks taken out: the point means' contrasts
+    where the design is replicated."""
+    cols = contrast_columns(levels)
+    names = sorted(set(np.asarray(blocks).tolist()))
+    parts = [np.ones((len(y), 1))]
+    parts += [(np.asarray(blocks) == b).astype(float)[:, None] for b in names[1:]]
+    parts += [c[:, None] for _, c in cols]
+    x = np.hstack(parts)
+    beta, *_ = np.linalg.lstsq(x, np.asarray(y, dtype=float), rcond=None)
+    return 2 * beta[-len(cols):] if cols else np.zeros(0)
 
 
 def tost_p(effect: float, se: float, df: float, margin: float) -> float:
@@ -166,7 +231,8 @@ def _unit_mde(df: float, alpha: float) -> float:
 
 def screen(y: np.ndarray, levels: np.ndarray, blocks: np.ndarray, columns: list[Term],
            alpha: float, margin: float, direction: str = "higher",
-           min_residual_df: int = MIN_RESIDUAL_DF) -> tuple[Fit, list[dict]]:
+           min_residual_df: int = MIN_RESIDUAL_DF,
+           method: str | None = None) -> tuple[Fit, list[dict]]:
     """Every term's effect, interval, Holm-adjusted p, TOST, MDE and verdict.
 
     Verdicts: a main effect free of two-trick aliases gets OVAT's words (improves, harms,
@@ -174,17 +240,17 @@ def screen(y: np.ndarray, levels: np.ndarray, blocks: np.ndarray, columns: list[
     two-trick interactions is `aliased` whenever it would be decided (the estimate is their
     sum: a fold-over separates them); a chain of interactions is `interacts` when
     significant, else the words of "no interaction shown" (no_effect, inconclusive)."""
-    f = fit(y, levels, blocks, columns, min_residual_df)
+    f = fit(y, levels, blocks, columns, min_residual_df, method)
     adj = holm_adjust(f.p.tolist())
     tost = [tost_p(e, s, f.df, margin) for e, s in zip(f.effects, f.se, strict=True)]
     tost_adj = holm_adjust(tost)
     q = stats.t.ppf(1 - alpha / 2, f.df) if f.method == "ols" else \
-        lenth_critical(len(columns), alpha) if f.method == "lenth" else 0.0
+        lenth_critical(f.contrasts, alpha) if f.method == "lenth" else 0.0
     out = []
     for i, term in enumerate(columns):
         e, s = float(f.effects[i]), float(f.se[i])
         low, high = e - q * s, e + q * s
-        m = mde(s, f.df, alpha, f.method, len(columns))
+        m = mde(s, f.df, alpha, f.method, f.contrasts)
         word = verdict(adj[i], low, high, tost_adj[i], alpha, margin,
                        direction if term.is_main else "higher", mde=m,
                        exact_zero=f.method == "none" and e == 0.0)

@@ -259,7 +259,9 @@ def _activity_of(keys: list[str], details: dict, values: dict | None,
         measures.append(what)
     best = max(range(len(acted)), key=acted.__getitem__)
     out = {"acted": acted[best], "measure": measures[best],
-           "details": {k: v for k, v in details.items() if v is not None}}
+           "details": {k: v for k, v in details.items() if v is not None},
+           # each key's own share: a combined arm's (a screening point's) per trick
+           "by_key": dict(zip(keys, acted, strict=True))}
     if values:
         out["values"] = values
     return out
