@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from grpo_ablate import command_line as cl
 from grpo_ablate.app import hydra_main
 from grpo_ablate.config import compose, expand_jobs, specs_for, validate
 from grpo_ablate.config.catalog import catalog_table
+from grpo_ablate.config.compose import help_sharing_one_repository
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
 from grpo_ablate.models.packaged import FetchError
@@ -47,34 +48,12 @@ def _hydra(argv: list[str], multirun: bool) -> None:
     hydra_main()
 
 
-@contextmanager
-def _help_without_copies():
-    """Hydra's help lists every config group (about 95), and for each one deep-copies its
-    whole config repository (to keep it unmutated), which was 60% of `run --help`. Listing
-    mutates nothing a later listing reads (each re-initialises the same sources), so while
-    help prints, the listings share one repository. The output is the same, byte for byte
-    (tests/test_cli_commands.py)."""
-    from hydra._internal import config_repository
-
-    cls = config_repository.CachingConfigRepository
-    copying = cls.__init__
-
-    def sharing(self, delegate) -> None:
-        self.delegate, self.cache = delegate, {}
-
-    cls.__init__ = sharing
-    try:
-        yield
-    finally:
-        cls.__init__ = copying
-
-
 def _show(line: cl.HydraLine, overrides: list[str]) -> int:
     """--cfg, --info, --help...: check the overrides the way a run would (one line, exit 2),
     then let Hydra print. TRL's own checks are left to a run that trains: they import TRL."""
     if overrides and not line.wants_help:
         validate(compose([*line.search_overrides, *overrides]))
-    with _help_without_copies() if line.wants_help else nullcontext():
+    with help_sharing_one_repository() if line.wants_help else nullcontext():
         _hydra([*line.flags(), *overrides], multirun=False)
     return 0
 
@@ -328,15 +307,16 @@ def cmd_plan(args: list[str]) -> int:
         overrides, extra = _design_arms(line, overrides, into=Path(scratch))
         if extra is not None:
             line = replace(line, config_dirs=[*line.config_dirs, str(extra)])
-        print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"],
-                              length, opts["--sims"], folders, pilot_here), length))
         design = Path(scratch) / "design.json"
-        if design.is_file():
-            import json
+        import json
 
+        drawn = json.loads(design.read_text()) if design.is_file() else None
+        print(render(forecast([*line.search_overrides, *overrides], opts["--pilot-steps"],
+                              length, opts["--sims"], folders, pilot_here, drawn), length))
+        if drawn:
             seeds = len({s.seed for s in specs_for([*line.search_overrides, *overrides],
                                                    multirun=True)})
-            print("\n".join(screening_cost(json.loads(design.read_text()), seeds)))
+            print("\n".join(screening_cost(drawn, seeds)))
     return 0
 
 

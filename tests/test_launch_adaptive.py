@@ -313,7 +313,7 @@ def test_killed_adaptive_sweep_resumes_from_the_records(tmp_path, tiny_policy, c
                             f"out_root={tmp_path / 'clean'}"], env=ENV,
                            cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert clean.returncode == 0, clean.stderr[-2000:]
-    assert "adaptive look 2/2" in clean.stderr and "# grpo-ablate report" in clean.stdout
+    assert "adaptive look 2/2" in clean.stderr and "\nreport: " in clean.stdout
     assert adaptive_part(sweep) == adaptive_part(tmp_path / "clean" / "smoke")
     part = adaptive_part(sweep)
     assert part["plan"]["runs_used"] == 9 and part["plan"]["runs_fixed_n"] == 9

@@ -142,8 +142,10 @@ def test_two_process_runs_write_one_record_each_and_a_failing_process_fails_only
     """A multirun of two 2-process runs, one with a fault on its second process: that run is
     `failed` with the process's error (its peer ended, not left waiting), the other writes one
     valid record and one W&B run; the sweep goes on."""
+    # The global advantage normalisation (adv_norm_global's setting) gathered across the
+    # processes, set on the baseline: a multirun of one arm compares nothing.
     common = ["trainer.max_steps=4", "eval.every_steps=0", f"out_root={tmp_path}",
-              "trick=adv_norm_global"]
+              "trick=baseline", "hooks.global_adv_norm=true"]
     t0 = time.perf_counter()
     # The sweep in this process (its runs' processes are started by `accelerate launch`).
     code = main(["run", "-m", "launch.processes=2", "logger=wandb", *common,

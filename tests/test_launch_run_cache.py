@@ -54,7 +54,7 @@ def test_second_sweep_reuses_the_baseline_from_the_cache(tmp_path, tiny_policy, 
     # A foreign entry (a record filed under another run's id) is refused.
     shutil.rmtree(cache / a["kl_off0"].run_id)
     shutil.copytree(cache / a["baseline0"].run_id, cache / a["kl_off0"].run_id)
-    third = sweep(capfd, tmp_path, "c", "kl_off", "seed=0")
+    third = sweep(capfd, tmp_path, "c", "kl_off", "seed=0", "+against")
     assert "training arm=kl_off seed=0" in third.stderr
     # Reported together: same recipe, so the folders combine.
     assert cli.main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out",

@@ -98,7 +98,8 @@ def test_runs_pick_the_highest_resolution_that_fits():
      "adv_passk_4 and filter_low_reward_all cannot run together: hooks.filter_low_reward"),
     (["factors=[kl_off,ema_0.9,nope]"], "factors: nope: no such trick file"),
     (["factors=[kl_off,kl_off,ema_0.9]"], "allowed: different tricks, each once"),
-    (["factors=[kl_off,ema_0.9,grad_norm_off]", "adaptive=true"], "adaptive=true: a screening"),
+    (["factors=[kl_off,ema_0.9,grad_norm_off]", "adaptive=true", "adaptive.rungs=[1,2]"],
+     "adaptive.rungs=[1, 2]: must be a list of increasing integers >= 2"),
     (["resolution=5"], "resolution=5: no design of 12 factors"),
     (["runs=8"], "runs=8: the smallest design of 12 factors has 16 runs"),
     (["trick=kl_off"], "trick=: a screening sweep sets each run's tricks"),
@@ -211,13 +212,19 @@ SCREEN = ["sweep=screening", "factors=[kl_off,reward_clamp_task,ema_0.9]", "trai
           "eval.every_steps=2"]
 
 
+# Adaptive: replicates at looks of 2 -> 3 seeds; a margin of 1.0 (all of accuracy) plants
+# the premise that every effect is shown to be within it at the first look, wherever the
+# replicates give an error at all.
+ADAPTIVE = ["adaptive=true", "adaptive.rungs=[2,3]", "adaptive.min_effect=1.0"]
+
+
 def records(sweep: Path) -> dict[str, bytes]:
     return {p.parent.name: p.read_bytes() for p in sorted(sweep.glob("runs/*/record.json"))}
 
 
 @pytest.mark.slow
-def test_a_killed_screening_sweep_resumes_and_shares_the_one_at_a_time_runs(tmp_path,
-                                                                          smoke_sweep):
+def test_a_killed_adaptive_screening_resumes_stops_at_its_look_and_shares_ovat_runs(
+        tmp_path, smoke_sweep):
     _, smoke_out = smoke_sweep
     out = tmp_path / "out"
     shutil.copytree(smoke_out, out)  # its run cache holds baseline, kl_off, reward_clamp_task
@@ -225,7 +232,7 @@ def test_a_killed_screening_sweep_resumes_and_shares_the_one_at_a_time_runs(tmp_
     env = {**os.environ, "WANDB_MODE": "offline", "GRPO_ABLATE_PAUSE_AT": "mid_training:2",
            "GRPO_ABLATE_PAUSE_MARKER": str(marker)}
     proc = subprocess.Popen([sys.executable, "-m", "grpo_ablate.cli", "sweep", *SCREEN,
-                             f"out_root={out}"], env=env, cwd=ROOT,
+                             *ADAPTIVE, f"out_root={out}"], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while not marker.exists():
@@ -238,8 +245,9 @@ def test_a_killed_screening_sweep_resumes_and_shares_the_one_at_a_time_runs(tmp_
     design = json.loads((sweep / "design.json").read_text())
     assert len(design["points"]) == 8 and design["resolution"] >= 4  # 2^3, every point
     assert 2 <= len(before) < 16  # a shared point from the cache, or one trained, at least
+    assert (sweep / "adaptive_plan.json").is_file()  # declared before the first run
     with contextlib.chdir(ROOT):
-        assert cli.main(["sweep", *SCREEN, f"out_root={out}"]) == 0
+        assert cli.main(["sweep", *SCREEN, *ADAPTIVE, f"out_root={out}"]) == 0
     after = records(sweep)
     assert len(after) == 16 and {k: after[k] for k in before} == before
     smoke = {(json.loads(b)["arm"], json.loads(b)["seed"]): json.loads(b)["metrics"]
@@ -249,6 +257,10 @@ def test_a_killed_screening_sweep_resumes_and_shares_the_one_at_a_time_runs(tmp_
     assert all(mine[key] == metrics for key, metrics in smoke.items())  # one run, shared
     report = json.loads((sweep / "report.json").read_text())
     assert report["kind"] == "screening" and report["runs_used"] == 16
+    assert report["error"] in ("ols", "lenth"), "premise: the replicates give an error"
+    assert report["adaptive"]["finished"] and report["adaptive"]["looks_taken"] == 1
+    assert all(r["look"] == 1 and r["reason"] in ("equivalence", "identical", "efficacy")
+               for r in report["effects"])  # settled at the first look: no seed 2 trained
     assert {r["name"].split(" = ")[0] for r in report["effects"] if r["kind"] == "main"} \
         == {"kl_off", "reward_clamp_task", "ema_0.9"}
     assert (sweep / "figures" / "screening_pareto.png").is_file() or \

@@ -28,6 +28,7 @@ QUICK = {
     "bench_sandbox.py": ["--quick"],
     "bench_stats.py": ["--quick"],
     "check_adaptive.py": ["--quick"],
+    "check_adaptive_screening.py": ["--quick"],
     "check_calibration.py": ["--quick"],
     "check_duplicates.py": ["--quick"],
     "check_error_rule.py": ["--quick"],

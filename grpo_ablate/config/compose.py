@@ -12,11 +12,14 @@ import copy
 import hashlib
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
+from hydra._internal import config_repository
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -337,3 +340,23 @@ def _holds_value(cfg: DictConfig, key: str) -> bool:
 
 
 _ABSENT = object()
+
+
+@contextmanager
+def help_sharing_one_repository() -> Iterator[None]:
+    """Hydra's help lists every config group (about 95), and for each one deep-copies its
+    whole config repository (to keep it unmutated), which was 60% of `run --help`. Listing
+    mutates nothing a later listing reads (each re-initialises the same sources), so while
+    help prints, the listings share one repository. The output is the same, byte for byte
+    (tests/test_cli_commands.py)."""
+    cls = config_repository.CachingConfigRepository
+    copying = cls.__init__
+
+    def sharing(self, delegate) -> None:
+        self.delegate, self.cache = delegate, {}
+
+    cls.__init__ = sharing
+    try:
+        yield
+    finally:
+        cls.__init__ = copying

@@ -17,5 +17,6 @@ pilot.py            `plan`'s pilot runs: here, or as Slurm jobs of the sweep's l
 confirm.py          `confirm`: a sweep's recommended recipe run against its baseline
 pair.py             `sweep=pair pair=[A,B]`: the 2x2 factorial of two tricks
 screening.py        `sweep=screening`: a fractional factorial's points as the sweep's arms
+screening_ladder.py `sweep=screening adaptive=true`: replicates of the design, look by look
 topology.py         `sweep=leave_one_out` / `sweep=add_one`: a recipe less each trick, a base plus each
 """

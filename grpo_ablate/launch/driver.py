@@ -62,10 +62,15 @@ def run_sweep(specs: list[RunSpec], launch: LaunchSettings,
     t0 = time.perf_counter()
     check_task_configs([s.config["task"] for s in specs])
     if specs[0].config["adaptive"]["enabled"]:
+        from grpo_ablate.config.screening import DESIGN_FILE
         from grpo_ablate.launch.adaptive import run_ladder, swept_key  # pandas, scipy
+        from grpo_ablate.launch.screening_ladder import run_screening_ladder
 
         fixed = [o for o in launch.overrides if swept_key(o) not in ("trick", "seed")]
-        if run_ladder(specs, fixed, compose=launch.compose, launch=launch.launch):
+        # A screening's design is in its folder: its replicates are its looks' unit.
+        ladder = run_screening_ladder if len(sweep_dirs) == 1 and \
+            (specs[0].sweep_dir / DESIGN_FILE).is_file() else run_ladder
+        if ladder(specs, fixed, compose=launch.compose, launch=launch.launch):
             return 1
     else:
         def describe(todo: int, reused: int) -> str:

@@ -115,9 +115,27 @@ def adaptive_runs(spec: RunSpec, arms: int, strata: int, sims: int) -> dict:
             "at most": float((arms + 1) * design.rungs[-1] * strata)}
 
 
+def adaptive_screening_runs(spec: RunSpec, design: dict, sims: int) -> dict:
+    """Runs an adaptive screening is expected to train (replicates of every point)."""
+    import numpy as np
+
+    from grpo_ablate.launch.screening_ladder import screening_plan
+    from grpo_ablate.report.screening import columns_of
+    from grpo_ablate.stats.screening_expected import expected_screening_runs
+
+    plan = screening_plan(spec.config["adaptive"], design)
+    matrix, columns = np.asarray(design["design"]), columns_of(design)
+    null, _ = expected_screening_runs(matrix, columns, plan, 0.0, SEED_SD, NOISE_SD, sims)
+    effect, _ = expected_screening_runs(matrix, columns, plan, plan.min_effect, SEED_SD,
+                                        NOISE_SD, sims)
+    return {"no trick matters": null, "every trick has the min-effect": effect,
+            "at most": float(len(matrix) * plan.rungs[-1])}
+
+
 def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = None,
              sims: int = 200, from_folders: list[Path] | None = None,
-             pilot_here: bool = False) -> Forecast:
+             pilot_here: bool = False, design: dict | None = None) -> Forecast:
+    """`design`: a screening's design.json (an adaptive one adds replicates of it)."""
     specs = specs_for(overrides, multirun=True)
     check_task_configs([s.config["task"] for s in specs])
     recorded = sum(record_exists(s.run_dir) for s in specs)
@@ -144,7 +162,8 @@ def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = 
         per_run += cost.job_start
     todo = len(specs) - recorded - cached
     if cfg["adaptive"]["enabled"]:
-        runs = adaptive_runs(baseline, len(arms) - 1, strata, sims)
+        runs = adaptive_screening_runs(baseline, design, sims) if design else \
+            adaptive_runs(baseline, len(arms) - 1, strata, sims)
         done = recorded + cached
         runs = {k: max(0.0, v - done) for k, v in runs.items()}
         launches = len(cfg["adaptive"]["rungs"])

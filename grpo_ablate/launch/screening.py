@@ -91,10 +91,9 @@ def screening_sweep(overrides: list[str], search: list[str],
         factors = factors_for(names, config_dirs)
         matrix, measured, how = draw(len(factors), resolution, points)
     full = compose(job)
-    if OmegaConf.select(full, "adaptive.enabled"):
-        raise UserError("adaptive=true: a screening design's seeds are replicates of every "
-                        "point, analysed by one model; allowed: a fixed number of seeds "
-                        "(seed=range(0,N))")
+    if OmegaConf.select(full, "adaptive.enabled") and design == "foldover":
+        raise UserError("adaptive=true: a fold-over adds a fraction to a design whose looks "
+                        "are over; allowed: design=foldover with a fixed number of seeds")
     base = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
     check_together(factors, matrix, base)
     record = design_record(factors, matrix, measured, how, fractions)

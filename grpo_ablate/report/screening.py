@@ -17,12 +17,16 @@ from grpo_ablate.config.fractional import ROMAN
 from grpo_ablate.errors import UserError
 from grpo_ablate.report.screening_rows import (
     INERT_BELOW,
+    adaptive_summary,
     factor_activity,
     heredity,
     inert_factors,
+    look_waiting_on,
     waiting_on,
 )
 from grpo_ablate.stats.screening import MIN_RESIDUAL_DF, Term, screen
+from grpo_ablate.stats.screening_looks import screening_looks
+from grpo_ablate.stats.sequential import Design
 from grpo_ablate.stats.verdicts import default_direction, margin_for
 
 ESTIMAND = ("the effect of switching this trick on, averaged over the design's settings of "
@@ -59,7 +63,9 @@ def runs_table(df: pd.DataFrame, design: dict, metric: str) -> pd.DataFrame:
 
 def screening_report(df: pd.DataFrame, design: dict, metric: str, alpha: float,
                      min_effect: float, min_effect_of: str | None,
-                     direction: str | None) -> dict:
+                     direction: str | None, plan: Design | None = None) -> dict:
+    """The screening's effects and verdicts; an adaptive screening's (its `plan`, on the
+    metric its looks decide) from the look that settled each effect."""
     names = [f["name"] for f in design["factors"]]
     used = runs_table(df, design, metric)
     if used.empty:
@@ -85,11 +91,22 @@ def screening_report(df: pd.DataFrame, design: dict, metric: str, alpha: float,
     except ValueError as exc:
         raise UserError(f"{metric}: {exc}") from None
     replicates = int(used["seed"].nunique())
+    looks = None
+    if plan is not None and plan.metric == metric and len(set(fraction.tolist())) == 1:
+        looks = screening_looks(y, levels, used["point"].to_numpy(),
+                                used["seed"].astype(int).to_numpy(), blocks,
+                                len(design["points"]), columns,
+                                [term_text(t, names) for t in columns], plan,
+                                plan.min_effect, direction)
+        if looks.rows:
+            rows, margin, alpha = looks.settled_rows(
+                [term_text(t, names) for t in columns]), plan.min_effect, plan.alpha
     for r, term in zip(rows, columns, strict=True):
         r["name"] = term_text(term, names)
         r["kind"] = "main" if term.is_main else "interaction"
         r["factors"] = [names[i] for i in term.head]
-        r["waiting_on"] = waiting_on(r, term, replicates, margin)
+        r["waiting_on"] = look_waiting_on(r, looks) if looks and looks.rows else \
+            waiting_on(r, term, replicates, margin)
     heredity(rows, columns, names)
     inert_factors(rows, factor_activity(used, design), INERT_BELOW)
     expected = len(design["points"]) * replicates
@@ -105,6 +122,7 @@ def screening_report(df: pd.DataFrame, design: dict, metric: str, alpha: float,
         "residual_df": fitted.residual_df, "pure_error_df": fitted.pure_df,
         "contrasts": fitted.contrasts, "min_residual_df": MIN_RESIDUAL_DF,
         "effects": [{k: v for k, v in r.items() if k not in ("head", "terms")} for r in rows],
+        "adaptive": adaptive_summary(looks) if looks else None,
     }
     rep.update(recipe_fields(rep, used))
     return rep
@@ -154,19 +172,22 @@ def render_screening(rep: dict, figures: list[str]) -> str:
         f"{rep['runs_expected']} runs used; drawn by `{rep['drawn_by']}`. Each effect is "
         f"{rep['estimand']}. Error: {error}. {rule}. Holm across the {len(rep['effects'])} "
         f"tested effects at alpha {rep['alpha']}; no effect: TOST within "
-        f"±{rep['min_effect']:.3g}.",
+        f"±{rep['min_effect']:.3g}." + adaptive_line(rep.get("adaptive"), len(rep["effects"])),
         "", "## Effects", "",
-        "| effect | estimate | 95% CI | p (Holm) | TOST p (Holm) | MDE | verdict | waiting on |",
-        "|---|---|---|---|---|---|---|---|"]
+        "| effect | estimate | 95% CI | " + (
+            "p at its look (TOST's for no effect) | boundary p" if rep.get("adaptive")
+            else "p (Holm) | TOST p (Holm)")
+        + " | MDE | verdict | waiting on |", "|---|---|---|---|---|---|---|---|"]
     order = sorted(rep["effects"], key=lambda r: (r["kind"] != "main", -abs(r["t"])
                                                   if math.isfinite(r["t"]) else 0))
     for r in order:
         lo, hi = r["ci"]
         hint = f" (likely {', '.join(r['likely'])}: both tricks' main effects called)" \
             if r["likely"] and r["verdict"] == "interacts" and r["kind"] == "interaction" else ""
+        tests = f"{r['p_look']:.3g} | {r['p_boundary']:.3g}" if rep.get("adaptive") else \
+            f"{r['p_adjusted']:.3g} | {r['tost_p_adjusted']:.3g}"
         lines.append(f"| {r['name']} | {r['effect']:+.4g} | [{lo:+.3g}, {hi:+.3g}] | "
-                     f"{r['p_adjusted']:.3g} | {r['tost_p_adjusted']:.3g} | {r['mde']:.3g} | "
-                     f"{r['verdict']}{hint} | {r['waiting_on']} |")
+                     f"{tests} | {r['mde']:.3g} | {r['verdict']}{hint} | {r['waiting_on']} |")
     chains = [r["name"] for r in rep["effects"] if " = " in r["name"]]
     lines += ["", "## Alias structure", "",
               "Terms in one line share one column of the design: their estimate is their "
@@ -191,57 +212,41 @@ def render_screening(rep: dict, figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ovat_verdicts(path: Path, metric: str) -> dict[str, str]:
-    """trick -> verdict on `metric`, from an OVAT sweep's report.json."""
-    file = path / "report.json" if path.is_dir() else path
-    if not file.is_file():
-        raise UserError(f"--beside {path}: no report.json; allowed: a reported sweep folder")
-    rep = json.loads(file.read_text())
-    if rep.get("kind") == "screening" or rep.get("metric") != metric:
-        raise UserError(f"--beside {path}: not a one-at-a-time report on {metric}")
-    out: dict[str, str] = {}
-    for st in rep.get("strata", []):
-        for arm in st.get("arms", []):
-            out.setdefault(arm["arm"], arm["verdict"])
-    return out
-
-
-def beside(rep: dict, path: Path) -> dict:
-    """Each factor's OVAT verdict beside its screening one, and the significant
-    interactions that involve it (what can make them differ)."""
-    ovat = ovat_verdicts(path, rep["metric"])
-    mains = {r["name"].split(" = ")[0]: r for r in rep["effects"] if r["kind"] == "main"}
-    inter = [r for r in rep["effects"] if r["kind"] == "interaction"
-             and r["verdict"] == "interacts"]
-    rows = []
-    for name in rep["factors"]:
-        involved = [(", ".join(r["likely"]) + " (likely)" if r["likely"] else r["name"])
-                    for r in inter if name in r["name"].split(" ")
-                    and (not r["likely"] or any(name in t.split(" x ") for t in r["likely"]))]
-        rows.append({"trick": name, "ovat": ovat.get(name, "-"),
-                     "screening": mains[name]["verdict"] if name in mains else "-",
-                     "explains": "; ".join(involved) or "-"})
-    return {"path": str(path), "rows": rows}
+def adaptive_line(adaptive: dict | None, effects: int) -> str:
+    """The design line's words for an adaptive screening."""
+    if not adaptive:
+        return ""
+    state = "finished" if adaptive["finished"] else f"waiting on look {adaptive['next_look']}"
+    return (f" **Adaptive:** replicates of the whole design at looks of "
+            f"{' -> '.join(map(str, adaptive['rungs']))} seeds, alpha {adaptive['alpha']} "
+            f"spent over the looks (O'Brien-Fleming type) and Holm across the {effects} "
+            f"effects (sequentially rejective), no effect within ±{adaptive['min_effect']:.3g}; "
+            f"{adaptive['looks_taken']} look(s) taken, {state}; each effect's numbers are "
+            "those of the look that settled it.")
 
 
 def write_screening_report(sweep_dir: Path, design: dict, settings) -> Path:
     """report.md, report.json and the figures of a screening sweep (its folder, or --out)."""
+    from grpo_ablate.results.plan_file import read_plan
     from grpo_ablate.results.table import load_results
 
     df, warnings = load_results([sweep_dir])
     out = Path(settings.out) if settings.out else sweep_dir
     return write_design_report(df, warnings, design, settings, out, sweep_dir.name,
-                               [sweep_dir])
+                               [sweep_dir], read_plan(sweep_dir))
 
 
 def write_design_report(df: pd.DataFrame, warnings: list[str], design: dict, settings,
-                        out: Path, group: str, paths: list[Path]) -> Path:
+                        out: Path, group: str, paths: list[Path],
+                        plan: Design | None = None) -> Path:
     """The screening report of a design's runs (a sweep's records, or a table's rows)."""
     from grpo_ablate.records import atomic_write_text, jsonable
 
     rep = screening_report(df, design, settings.metric, settings.alpha, settings.min_effect,
-                           settings.min_effect_of, settings.direction)
+                           settings.min_effect_of, settings.direction, plan)
     if settings.beside:
+        from grpo_ablate.report.screening_beside import beside
+
         rep["beside"] = beside(rep, Path(settings.beside))
     if rep["runs_used"] < rep["runs_expected"]:
         warnings.append(f"{rep['runs_expected'] - rep['runs_used']} of the design's "

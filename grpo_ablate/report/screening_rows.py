@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablate.stats.screening import Term, replicates_for
+from grpo_ablate.stats.screening_looks import ScreeningLooks
 from grpo_ablate.stats.verdicts import inert_rule
 
 INERT_BELOW = 0.05  # OVAT's default share (stats/decide.Settings.inert_below)
@@ -73,3 +74,27 @@ def waiting_on(row: dict, term: Term, replicates: int, margin: float) -> str:
     target = max(abs(row["effect"]), margin) if math.isfinite(margin) else abs(row["effect"])
     need = replicates_for(row["mde"], replicates, target)
     return f"about {need} replicates (seeds) for 80% power at {target:.3g}" if need else ""
+
+
+def look_waiting_on(row: dict, looks: ScreeningLooks) -> str:
+    """An adaptive screening's effect: what its look said, or the look it waits for."""
+    rungs = looks.ladder.design.rungs
+    if row["reason"] == "open":
+        nxt = looks.pending if looks.pending is not None else len(looks.rows)
+        return f"look {nxt + 1}: the design at {rungs[nxt]} replicates" \
+            if nxt < len(rungs) else ""
+    if row["reason"] == "futility":
+        return (f"stopped at look {row['look']} ({row['replicates_at_look']} replicates): "
+                "too little power left to reach the final boundary")
+    if row["reason"] == "final" and row["verdict"] == "inconclusive":
+        return f"the plan's cap ({rungs[-1]} replicates) reached"
+    return f"settled at look {row['look']} ({row['replicates_at_look']} replicates)"
+
+
+def adaptive_summary(looks: ScreeningLooks) -> dict:
+    """The design line's adaptive part: the rungs, the looks taken, where it stands."""
+    d = looks.ladder.design
+    return {"rungs": list(d.rungs), "alpha": d.alpha, "min_effect": d.min_effect,
+            "looks_taken": len(looks.rows), "open": looks.ladder.open,
+            "next_look": None if looks.pending is None else looks.pending + 1,
+            "finished": looks.pending is None}

@@ -22,5 +22,7 @@ sequential.py   the adaptive ladder's spending boundaries and looks
 expected.py     an adaptive ladder's expected runs, by simulation (for `plan`)
 additivity.py   whether a combination's effect is the sum of its tricks' effects
 screening.py    a screening design's linear model: effects, Holm, TOST, Lenth's PSE
+screening_looks.py    an adaptive screening's looks, replayed from its runs
+screening_expected.py what an adaptive screening trains and calls, by simulation
 errors.py       SettingError, ResultsError
 """

@@ -254,15 +254,21 @@ def screen(y: np.ndarray, levels: np.ndarray, blocks: np.ndarray, columns: list[
         word = verdict(adj[i], low, high, tost_adj[i], alpha, margin,
                        direction if term.is_main else "higher", mde=m,
                        exact_zero=f.method == "none" and e == 0.0)
-        if not term.is_main and word in ("improves", "harms"):
-            word = "interacts"
-        elif term.is_main and term.aliased and word != "inconclusive":
-            word = "aliased"
         out.append({"head": term.head, "terms": term.terms, "effect": e, "se": s,
                     "ci": (low, high), "p": float(f.p[i]), "p_adjusted": adj[i],
-                    "tost_p_adjusted": tost_adj[i], "mde": m, "verdict": word,
-                    "t": e / s if s > 0 else math.nan})
+                    "tost_p": tost[i], "tost_p_adjusted": tost_adj[i], "mde": m,
+                    "verdict": term_verdict(word, term), "t": e / s if s > 0 else math.nan})
     return f, out
+
+
+def term_verdict(word: str, term: Term) -> str:
+    """OVAT's word in a design's terms: a decided chain of interactions `interacts`, a
+    decided main effect that shares its column with interactions `aliased`."""
+    if not term.is_main and word in ("improves", "harms"):
+        return "interacts"
+    if term.is_main and term.aliased and word != "inconclusive":
+        return "aliased"
+    return word
 
 
 def replicates_for(mde_now: float, replicates: int, target: float) -> int | None:

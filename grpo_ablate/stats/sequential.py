@@ -25,8 +25,6 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special, stats
 
-from grpo_ablate.stats.significance import mde
-
 GRID_POINTS = 2001  # Simpson grid for the recursive integration (odd)
 SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -178,7 +176,7 @@ def shows_no_effect(c, d: Design, arms: int) -> bool:
     fixed-n rule's too): the 95% CI inside the margin, and an MDE at most it at the
     family's per-arm alpha."""
     inside = -d.min_effect <= c.ci_low and c.ci_high <= d.min_effect
-    smallest = mde(c.test, c.sd, c.n, d.alpha / max(1, arms), n_base=c.n_base or None)
+    smallest = c.mde_at(d.alpha / max(1, arms))
     return inside and not (math.isfinite(smallest) and smallest > d.min_effect)
 
 

@@ -46,6 +46,10 @@ class Comparison:
     exact: bool = False        # the difference is the same on every seed (zero variance)
     notes: list[str] = field(default_factory=list)
 
+    def mde_at(self, alpha: float) -> float:
+        """The smallest true difference this comparison finds with 80% power at `alpha`."""
+        return mde(self.test, self.sd, self.n, alpha, n_base=self.n_base or None)
+
 
 def _nan_comparison(test: str, n: int, diff: float, note: str, sd: float = math.nan,
                     exact: bool = False) -> Comparison:
