@@ -36,6 +36,23 @@ def test_every_arms_card_holds_against_what_it_composes(cards):
     assert {c.arm for c in found} == {t["id"] for t in load_catalog()} - {"baseline"}
 
 
+def test_an_arm_written_as_plain_data_is_its_composed_config_exactly():
+    """The cards read each arm as the resolved baseline with its values written in (where
+    its file allows it): on a sample of every kind (hook blocks null in the baseline, TRL
+    keys, losses, a premise), the same as Hydra's composition, key for key."""
+    from grpo_ablate.config.compose import compose
+    from grpo_ablate.config.fidelity import composed_arms, plain_arm
+    from grpo_ablate.config.pairs import Baseline
+
+    ids = sorted(t["id"] for t in load_catalog() if t["id"] != "baseline")
+    base = Baseline.of(compose(["trick=baseline"]))
+    sample = sorted({*ids[::6], "loss_cispo", "adv_passk_4", "adv_positive_0.1", "kl_off",
+                     "loss_gspo"} & set(ids))
+    sample = [arm for arm in sample if plain_arm(arm, base) is not None]  # the road tested
+    assert len(sample) >= 12 and plain_arm("group_size_8", base) is None  # it interpolates
+    assert composed_arms(sample) == composed_arms(sample, full=True)
+
+
 def test_a_card_fails_where_the_arm_leaves_a_source_setting_or_hides_a_key(cards):
     """CISPO at the baseline's 0.2 (the arm before this card) is named; so is a key the file
     sets that trick.keys leaves out, and a premise its against arm does not share."""
@@ -219,6 +236,7 @@ def trainers(tmp_path_factory):
     return get
 
 
+@pytest.mark.slow  # a trainer per arm and ratio kind: the quick tier keeps the planted ones
 @pytest.mark.parametrize("arm", sorted(LOSSES))
 @pytest.mark.parametrize("old", ["token", "sequence", "on"])
 def test_the_arms_loss_is_its_sources_equation(arm, old, trainers):
@@ -316,6 +334,7 @@ ADVANTAGE_ARMS = ["loss_dr_grpo", "scale_rewards_batch", "adv_batch_mean_std",
                   "reward_scale_pm1", "adv_rloo", "adv_maxrl", "adv_positive_0.1", "adv_clip_2"]
 
 
+@pytest.mark.slow  # a trainer per arm
 @pytest.mark.parametrize("arm", ADVANTAGE_ARMS)
 def test_the_arms_advantages_are_its_sources(arm, trainers):
     trainer = trainers(arm)

@@ -151,14 +151,43 @@ def card_problems(meta: dict, file_body: dict, composed: dict, against: dict | N
     return problems
 
 
-def composed_arms(arms: list[str], config_dirs: list[str] | None = None) -> dict[str, dict]:
+def composed_arms(arms: list[str], config_dirs: list[str] | None = None,
+                  full: bool = False) -> dict[str, dict]:
     """Each arm's composed config (the baseline recipe, the default model and task), its
-    interpolations resolved; not validated (a vLLM arm composes on a machine without vLLM)."""
+    interpolations resolved; not validated (a vLLM arm composes on a machine without vLLM).
+    An arm whose file only writes values (no defaults list, no interpolation read or
+    written) is the resolved baseline with them written in (`Baseline.plain`, as the pair
+    table does); `full`: every arm through Hydra."""
     from grpo_ablate.config.compose import compose, config_data
+    from grpo_ablate.config.pairs import Baseline
 
     search = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in config_dirs)}]"] \
         if config_dirs else []
-    return {arm: config_data(compose([*search, f"trick={arm}"])) for arm in arms}
+    base = None if full else Baseline.of(compose([*search, "trick=baseline"]))
+    out = {}
+    for arm in arms:
+        plain = None if base is None else plain_arm(arm, base, config_dirs)
+        out[arm] = plain if plain is not None else config_data(compose([*search,
+                                                                        f"trick={arm}"]))
+    return out
+
+
+def plain_arm(arm: str, base, config_dirs: list[str] | None = None) -> dict | None:
+    """The arm's composed config written as plain data, or None where only Hydra can."""
+    import yaml
+
+    from grpo_ablate.config.catalog import SAFE_LOADER
+    from grpo_ablate.config.combination import trick_settings
+
+    path = trick_paths(config_dirs).get(arm)
+    if path is None or "defaults" in (yaml.load(path.read_text(), Loader=SAFE_LOADER) or {}):
+        return None
+    meta, settings = trick_settings(arm, config_dirs)
+    data = base.plain(settings)
+    if data is None or "${" in repr(meta):
+        return None
+    data["trick"] = meta  # the trick group's file, chosen in the baseline's place
+    return data
 
 
 def file_bodies(config_dirs: list[str] | None = None) -> dict[str, dict]:
