@@ -30,6 +30,7 @@ QUICK = {
     "check_adaptive.py": ["--quick"],
     "check_adaptive_screening.py": ["--quick"],
     "check_calibration.py": ["--quick"],
+    "check_curves.py": ["--quick"],
     "check_duplicates.py": ["--quick"],
     "check_error_rule.py": ["--quick"],
     "check_published.py": ["--quick"],

@@ -285,12 +285,17 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     report["controls"] = arm_controls(df)
     report["duplicates"] = arm_duplicates(sorted(set(df["arm"])))
     report["additivity"] = additivity_of(df, report, settings)
+    from grpo_ablate.report.curves import curves_of, render_curves
+
+    report["curves"] = curves_of(df, report)
     figures = []
     if settings.figures:
         from grpo_ablate.report.figures import write_figures
 
         figures = write_figures(report, df, out / "figures")
     md = render_markdown(report, figures, path=str(src))
+    md = md.rstrip("\n") + "\n" + "\n".join(render_curves(report["curves"])) + "\n" \
+        if report["curves"] else md
     atomic_write_text(out / "report.json", json.dumps(jsonable(report), indent=1,
                                                       allow_nan=False) + "\n")
     atomic_write_text(out / "report.md", md)

@@ -37,7 +37,7 @@ def _stratum_name(st: dict) -> str:
     return " / ".join(parts)
 
 
-FIGURES_VERSION = 3  # bump when a figure's drawing changes: drawn figures are reused by input
+FIGURES_VERSION = 4  # bump when a figure's drawing changes: drawn figures are reused by input
 INPUTS_NAME = ".inputs"
 
 
@@ -73,6 +73,15 @@ def write_figures(report: dict, df: pd.DataFrame, out: Path) -> list[str]:
         names.append(_mde_curve(report, st, out / f"mde{tag}.png"))
         if "sweep_dir" in sub.columns and sub["sweep_dir"].notna().any():
             names.append(_curves(report, sub, out / f"curves{tag}.png"))
+    if report.get("curves"):  # the fitted learning curves, per stratum
+        from grpo_ablate.report.curve_figures import write_curve_figure
+        from grpo_ablate.results.curves import curve_table
+
+        table = curve_table(df[df["status"] != "failed"], report["metric"])
+        for i, st in enumerate(report["curves"]["strata"]):
+            tag = "" if len(report["curves"]["strata"]) == 1 else f"_{i}"
+            names.append(write_curve_figure(report["curves"], table, st, report["baseline"],
+                                            out / f"ceiling_speed{tag}.png"))
     names = [n for n in names if n]
     stamp.write_text(json.dumps({"inputs": fingerprint, "figures": names}))
     return names

@@ -23,6 +23,8 @@ expected.py     an adaptive ladder's expected runs, by simulation (for `plan`)
 additivity.py   whether a combination's effect is the sum of its tricks' effects
 screening.py    a screening design's linear model: effects, Holm, TOST, Lenth's PSE
 screening_looks.py    an adaptive screening's looks, replayed from its runs
+curves.py       a run's learning curve fitted (ScaleRL's saturating form), or why not
+curve_verdicts.py     ceiling or speed per arm; the effect at every budget, a band over them
 screening_expected.py what an adaptive screening trains and calls, by simulation
 errors.py       SettingError, ResultsError
 """
