@@ -70,18 +70,18 @@ def ceiling_or_speed(fits: pd.DataFrame, baseline: str, alpha: float, margin: fl
     adjusted = holm_adjust([c.p_value if c is not None else math.nan
                             for _, _, c, _, _, _ in tests])
     tost = holm_adjust([c.tost_p if c is not None else math.nan for _, _, c, _, _, _ in tests])
-    out: dict[str, dict] = {a: {"arm": a} for a in arms}
+    got: dict[tuple[str, str], dict] = {}
     for (arm, param, c, m, way, n), p, tp in zip(tests, adjusted, tost, strict=True):
         if c is None:
-            out[arm][param] = {"n": n, "verdict": "not_identifiable"}
+            got[arm, param] = {"n": n, "verdict": "not_identifiable"}
             continue
         word = verdict(p, c.ci_low, c.ci_high, tp, alpha, m, way,
                        exact_zero=c.exact and c.diff == 0.0, mde=c.mde_at(alpha))
-        out[arm][param] = {"n": n, "diff": c.diff, "ci": [c.ci_low, c.ci_high],
+        got[arm, param] = {"n": n, "diff": c.diff, "ci": [c.ci_low, c.ci_high],
                            "p_adjusted": p, "tost_p_adjusted": tp, "verdict": word}
-    for row in out.values():
-        row["words"] = curve_words(row["ceiling"]["verdict"], row["speed"]["verdict"])
-    return list(out.values())
+    return [{"arm": a, "ceiling": got[a, "ceiling"], "speed": got[a, "speed"],
+             "words": curve_words(got[a, "ceiling"]["verdict"], got[a, "speed"]["verdict"])}
+            for a in arms]
 
 
 def curve_words(ceiling: str, speed: str) -> str:
