@@ -72,6 +72,9 @@ def test_every_fixed_n_path_shows_the_comparison_that_decided_it():
     md = render_markdown(report, [])
     assert "| clone | 8 |" in md and "identical to baseline on all 8 seeds" in md
     assert "inert rule: acted on 0% of its units" in md
+    # "In short" names an open arm with the table's short form, never the full sentence
+    (line,) = [ln for ln in md.splitlines() if ln.startswith("- **Still open**")]
+    assert "noisy (waiting on " in line and "80% power" not in line and len(line) < 200
 
 
 def test_every_look_of_an_adaptive_sweep_shows_that_looks_comparison():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from grpo_ablate.report.controls import control_lines, duplicate_lines
 from grpo_ablate.report.design_text import arms_line, margin_text, runs_line, scope_line
-from grpo_ablate.report.summary import summary_lines
+from grpo_ablate.report.summary import summary_lines, waiting_cell
 
 VERDICT_MARK = {"improves": "improves", "harms": "**harms**", "negligible": "negligible",
                 "no_effect": "no effect", "inert": "inert (not tested)",
@@ -317,24 +317,6 @@ def _illusion(st: dict) -> list[str]:
         d = v["disagree_fraction"]
         out.append(f"| {arm} | {v['single_runs']} | {_f(d * 100 if d is not None else None, 0)}% |")
     return out
-
-
-def waiting_cell(w: dict | None) -> str:
-    """The verdict table's short form of an arm's `waiting_on`: `effect +7`, `-` when
-    decided; the full sentence is listed under the table."""
-    if not w:
-        return "-"
-    if w["on"] == "a trick that acts":
-        return "a trick that acts"
-    if "more_prompts" in w:  # the task scope: seeds, or prompts, whichever is possible
-        routes = [f"+{w['more_seeds']} seeds" if w["more_seeds"] is not None else None,
-                  f"+{w['more_prompts']} prompts" if w["more_prompts"] is not None else None]
-        both = w.get("both")
-        if not any(routes) and both:  # neither alone: the two together
-            routes = [f"+{both['more_seeds']} seeds and +{both['more_prompts']} prompts"]
-        return f"{w['on']} " + (" or ".join(r for r in routes if r) or "(see below)")
-    more = f" +{w['more_seeds']}" if w["more_seeds"] is not None else " (see below)"
-    return f"{w['on']}{more}"
 
 
 def _undecided_cell(w: dict | None) -> str:

@@ -74,7 +74,8 @@ def summary_lines(report: dict, path: str = "<this folder>") -> list[str]:
             f"{_names(by['no_effect'] + by['negligible'])}",
             f"- **Not tested** (inert: the trick hardly acted): {_names(by['inert'])}",
         ]
-        open_ = [f"{x['arm']} (waits on {((x.get('waiting_on') or {}).get('text') or 'more seeds')})"
+        open_ = [f"{x['arm']} (waiting on "
+                 f"{waiting_cell(x.get('waiting_on')).replace('(see below)', '(see the table)')})"
                  for x in by["inconclusive"]]
         lines.append(f"- **Still open** (inconclusive): {'; '.join(open_) or '-'}")
         recipe = st.get("recipe")
@@ -140,3 +141,21 @@ def contradictions(report: dict) -> list[str]:
                 out.append(f"{x['arm']} ({st['model']}/{st['task']}): the row contradicts its "
                            f"verdict: {why}")
     return out
+
+
+def waiting_cell(w: dict | None) -> str:
+    """The verdict table's short form of an arm's `waiting_on`: `effect +7`, `-` when
+    decided; the full sentence is listed under the table."""
+    if not w:
+        return "-"
+    if w["on"] == "a trick that acts":
+        return "a trick that acts"
+    if "more_prompts" in w:  # the task scope: seeds, or prompts, whichever is possible
+        routes = [f"+{w['more_seeds']} seeds" if w["more_seeds"] is not None else None,
+                  f"+{w['more_prompts']} prompts" if w["more_prompts"] is not None else None]
+        both = w.get("both")
+        if not any(routes) and both:  # neither alone: the two together
+            routes = [f"+{both['more_seeds']} seeds and +{both['more_prompts']} prompts"]
+        return f"{w['on']} " + (" or ".join(r for r in routes if r) or "(see below)")
+    more = f" +{w['more_seeds']}" if w["more_seeds"] is not None else " (see below)"
+    return f"{w['on']}{more}"
