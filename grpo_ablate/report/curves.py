@@ -39,8 +39,11 @@ def curves_of(df: pd.DataFrame, report: dict) -> dict | None:
         margin = st.get("min_effect") or report["min_effect"]
         rows = ceiling_or_speed(fits[mine], baseline, report["alpha"], margin,
                                 report["direction"])
+        # Simultaneous over the budgets and, by Bonferroni, over the arms: a band decides
+        # at the family-wise level the verdicts keep, never more often than they do.
         for row in rows:
-            row["band"] = budget_band(cur, row["arm"], baseline, report["alpha"])
+            row["band"] = budget_band(cur, row["arm"], baseline,
+                                      report["alpha"] / max(1, len(rows)))
         strata.append({"model": st["model"], "task": st["task"], "arms": rows})
     return {"unit": curves.attrs["compute_unit"], "metric": metric,
             "runs": fits.to_dict("records"), "strata": strata}
@@ -61,7 +64,8 @@ def render_curves(curves: dict | None) -> list[str]:
              f"(docs/verdicts.md); {readable} of {len(runs)} runs here. Per arm, on the seeds "
              "readable in both arms: a paired t on A and on log10 C_mid, Holm across the arms "
              "and both, TOST for \"same\" (the report's margin for A; 20% of compute for "
-             "C_mid). The band: the effect at each evaluation, simultaneous over them.", "",
+             "C_mid). The band: the effect at each evaluation, simultaneous over them and (by "
+             "Bonferroni) over the arms.", "",
              "| arm | ceiling: A diff [95% CI] | verdict | speed: C_mid ratio [95% CI] | "
              "verdict | in words | at every budget |", "|---|---|---|---|---|---|---|"]
     for st in curves["strata"]:
