@@ -68,23 +68,9 @@ def compared(meta: dict) -> bool:
 
 
 def build(arm: str, out: Path):
-    from transformers import AutoTokenizer
+    from grpo_ablate.training.probe import probe_trainer
 
-    from grpo_ablate.config import specs_for
-    from grpo_ablate.models import resolve_model_path
-    from grpo_ablate.tasks import get_task
-    from grpo_ablate.training.train import build_trainer
-
-    (spec,) = specs_for([f"trick={arm}", "model.sft.steps=2", "trainer.max_steps=1",
-                         "run_cache=null", "seed=0"], multirun=False)
-    task = get_task(spec.config["task"])
-    path = resolve_model_path(spec.config, task)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    task.use_tokenizer(tokenizer)
-    trainer = build_trainer(spec, path, tokenizer, task, str(out), [])
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1  # one micro-batch: no accumulation
-    return trainer
+    return probe_trainer([f"trick={arm}", "model.sft.steps=2", "seed=0"], str(out))
 
 
 # Per group of G: right, partial, malformed; uniform groups in different numbers. Binary

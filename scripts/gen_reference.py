@@ -26,7 +26,7 @@ def _cell(text: object) -> str:
 
 def fidelity_cards() -> list[str]:
     """docs/tricks.md: every arm's fidelity card with what it composes."""
-    from grpo_ablate.config.fidelity import catalog_cards, show
+    from grpo_ablate.config.fidelity import card_rows, catalog_cards
 
     cards, problems = catalog_cards()
     if problems:
@@ -43,15 +43,9 @@ def fidelity_cards() -> list[str]:
                        f"{card.duplicate_of['where']}")
         out += ["", "| key | the arm | the source | where it is stated, or why not |",
                 "|---|---|---|---|"]
-        for key, e in card.settings.items():
-            out.append(f"| `{key}` | {_cell(show(card.composed[key]))} | "
-                       f"{_cell(show(e['source']))} | {_cell(e['where'])} |")
-        for key, e in card.choices.items():
-            out.append(f"| `{key}` | {_cell(show(card.composed[key]))} | (open) | "
-                       f"{_cell(e['why'])} |")
-        for key, e in card.deviations.items():
-            out.append(f"| `{key}` | {_cell(show(card.composed[key]))} | "
-                       f"{_cell(show(e['source']))} | **deviates**: {_cell(e['why'])} |")
+        for key, arm, source, note, kind in card_rows(card):
+            out.append(f"| `{key}` | {_cell(arm)} | {'(open)' if source is None else _cell(source)} "
+                       f"| {'**deviates**: ' if kind == 'deviation' else ''}{_cell(note)} |")
     return out[1:]
 
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 from planted import planted, planted_groups
 
-from grpo_ablate.config import specs_for
 from grpo_ablate.hook_tricks.dynamic_sampling import keep_groups
 from grpo_ablate.hook_tricks.soft_overlong import SoftOverlongReward, soft_overlong_cache
 
@@ -22,21 +21,9 @@ OFF_POLICY = ["trainer.num_iterations=2"]
 
 
 def trainer_for(overrides: list[str], tmp):
-    from transformers import AutoTokenizer
+    from grpo_ablate.training.probe import probe_trainer
 
-    from grpo_ablate.models import resolve_model_path
-    from grpo_ablate.tasks import get_task
-    from grpo_ablate.training.train import build_trainer
-
-    (spec,) = specs_for(["trainer.max_steps=1", "run_cache=null", *overrides], multirun=False)
-    task = get_task(spec.config["task"])
-    path = resolve_model_path(spec.config, task)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    task.use_tokenizer(tokenizer)
-    trainer = build_trainer(spec, path, tokenizer, task, str(tmp), [])
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; one micro-batch here
-    return trainer
+    return probe_trainer(overrides, str(tmp))
 
 
 def generate(trainer, seed: int = 0) -> dict:

@@ -226,20 +226,27 @@ def show(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def card_rows(card: Card) -> list[tuple[str, str, str | None, str, str]]:
+    """Each key of the card: (key, the arm's value, the source's (None where the source
+    leaves it open), where it is stated or why, and its kind: setting, choice, deviation)."""
+    return ([(k, show(card.composed[k]), show(e["source"]), e["where"], "setting")
+             for k, e in card.settings.items()]
+            + [(k, show(card.composed[k]), None, e["why"], "choice")
+               for k, e in card.choices.items()]
+            + [(k, show(card.composed[k]), show(e["source"]), e["why"], "deviation")
+               for k, e in card.deviations.items()])
+
+
 def card_lines(card: Card) -> list[str]:
     """One arm's card as the terminal shows it."""
     head = card.arm + (f" (vs {card.against})" if card.against else "")
     lines = [head, f"  source: {card.source}", f"  equation: {card.equation}",
              f"  reference: {card.reference}"]
-    for key, entry in card.settings.items():
-        lines.append(f"  {key} = {show(card.composed[key])}  (source: {show(entry['source'])}; "
-                     f"{entry['where']})")
-    for key, entry in card.choices.items():
-        lines.append(f"  {key} = {show(card.composed[key])}  (the source leaves it open: "
-                     f"{entry['why']})")
-    for key, entry in card.deviations.items():
-        lines.append(f"  {key} = {show(card.composed[key])}  DEVIATES (source: "
-                     f"{show(entry['source'])}): {entry['why']}")
+    for key, arm, source, note, kind in card_rows(card):
+        lines.append(f"  {key} = {arm}  " + {
+            "setting": f"(source: {source}; {note})",
+            "choice": f"(the source leaves it open: {note})",
+            "deviation": f"DEVIATES (source: {source}): {note}"}[kind])
     if card.premise:
         lines.append(f"  premise (shared with {card.against}): {', '.join(card.premise)}")
     if card.duplicate_of:

@@ -12,6 +12,7 @@ outcome.py      what a run leaves: record, stability, activity, budget, provenan
 diagnostics.py  the review's monitoring rules over a run's history
 wandb_logger.py one W&B run per run
 lengths.py      `grpo-ablate lengths`: completion-length percentiles of the SFT policy
+probe.py        a trainer built and never run: where the equation checks plant a batch
 
 Importing this package is cheap; its modules load torch, transformers and TRL.
 """
