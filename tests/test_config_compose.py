@@ -186,6 +186,24 @@ def test_run_id_is_stable_and_seed_sensitive():
     assert a.run_dir != b.run_dir
 
 
+def test_a_hooks_revision_renames_only_the_runs_that_turn_it_on(monkeypatch):
+    """A hook whose computation changed for an unchanged config (hook_tricks.REVISIONS):
+    every run with it on gets a new id, every other run keeps its id, whatever is imported."""
+    from grpo_ablate import hook_tricks
+    from grpo_ablate.config.identity import run_id
+
+    def ids() -> dict[str, str]:
+        return {arm: run_id(specs_for([f"trick={arm}", "seed=0"], multirun=False)[0].config)
+                for arm in ("adv_passk_4", "adv_clip_2", "kl_off")}
+
+    now = ids()
+    assert hook_tricks.revisions({"adv_passk": {"k": 4}, "adv_clip": 2.0}) == {"adv_passk": 1}
+    monkeypatch.setitem(hook_tricks.REVISIONS, "adv_passk", 2)
+    later = ids()
+    assert later["adv_passk_4"] != now["adv_passk_4"]
+    assert (later["adv_clip_2"], later["kl_off"]) == (now["adv_clip_2"], now["kl_off"])
+
+
 def test_smoke_sweep_expands_like_hydra():
     jobs = expand_jobs(["sweep=smoke"])
     assert len(jobs) == 6

@@ -314,6 +314,24 @@ def added_later(name: str) -> bool:
     return name in HOOKS and HOOKS[name].added_later
 
 
+# A hook whose computation changed for a config that did not: its revision joins the
+# identity of every run that turns it on, so such runs get new ids (a run cache never hands
+# back a run the code now computes differently). Declared here, not on the HookTrick, so a
+# run id never depends on which hook modules happen to be imported.
+REVISIONS = {
+    # 2026-12-07: Pass@k's advantage replaces the group's before the other advantage hooks
+    # (order 5, as MaxRL's), so a clip at 90 now clips Pass@k's advantages, not the z-scores
+    # Pass@k then replaced.
+    "adv_passk": 1,
+}
+
+
+def revisions(hooks: dict | None) -> dict[str, int]:
+    """The revisions of the hooks a run's `hooks:` turns on."""
+    return {k: REVISIONS[k] for k, v in (hooks or {}).items()
+            if k in REVISIONS and v not in (None, False)}
+
+
 # The built-in hook tricks, each declared in its own module: imported here, after the registry
 # exists (each module imports it to register itself), by name, so that importing the registry
 # stays cheap (each module loads torch when it computes).
