@@ -88,7 +88,8 @@ class Stratum:
         usable = sub[sub["status"].to_numpy() != "failed"]
         order = [baseline, *self.arms]
         self.column_of = {arm: j for j, arm in enumerate(order)}
-        present = usable.assign(_run=1.0).pivot(index="seed", columns="arm", values="_run")
+        present = usable[["seed", "arm"]].assign(_run=1.0).pivot(index="seed", columns="arm",
+                                                                 values="_run")
         self.seeds = present.index.to_numpy()
         self.has = present.reindex(columns=order).notna().to_numpy()
         wide = usable.pivot(index="seed", columns="arm", values=metrics) if metrics else None
