@@ -77,7 +77,8 @@ def part_one(rng: np.random.Generator, fits: int) -> None:
     chosen = max(fine, key=fine.get) if fine else min(scores, key=lambda r: scores[r][0])
     default = (curves.SE_MAX, curves.BEND_AT, curves.BEND_P)
     print(f"chosen_rule={chosen} (worst wrong-number rate {scores[chosen][0]:.3f}, bent yield "
-          f"{scores[chosen][1]:.3f}); defaults_match={RULES[chosen] == default}")
+          f"{scores[chosen][1]:.3f})")
+    print(f"defaults_match={RULES[chosen] == default}")
 
 
 def part_two(rng: np.random.Generator, sweeps: int, seeds: int = 5) -> None:

@@ -187,19 +187,32 @@ def test_run_id_is_stable_and_seed_sensitive():
 
 
 def test_a_hooks_revision_renames_only_the_runs_that_turn_it_on(monkeypatch):
-    """A hook whose computation changed for an unchanged config (hook_tricks.REVISIONS):
-    every run with it on gets a new id, every other run keeps its id, whatever is imported."""
+    """A hook whose computation changed for an unchanged config (HookTrick.revision): every
+    run with it on gets a new id, every other run keeps its id, whatever is imported."""
+    import dataclasses
+    import json
+    import subprocess
+    import sys
+
     from grpo_ablate import hook_tricks
     from grpo_ablate.config.identity import run_id
 
-    def ids() -> dict[str, str]:
-        return {arm: run_id(specs_for([f"trick={arm}", "seed=0"], multirun=False)[0].config)
+    def configs() -> dict[str, dict]:
+        return {arm: specs_for([f"trick={arm}", "seed=0"], multirun=False)[0].config
                 for arm in ("adv_passk_4", "adv_clip_2", "kl_off")}
 
-    now = ids()
-    assert hook_tricks.revisions({"adv_passk": {"k": 4}, "adv_clip": 2.0}) == {"adv_passk": 1}
-    monkeypatch.setitem(hook_tricks.REVISIONS, "adv_passk", 2)
-    later = ids()
+    now = {arm: run_id(c) for arm, c in configs().items()}
+    assert hook_tricks.revisions({"hooks": {"adv_passk": {"k": 4}, "adv_clip": 2.0}}) \
+        == {"adv_passk": 1}
+    # A process that imported only the identity (not the hook's module) names the same runs.
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import json, sys; from grpo_ablate.config.identity import run_id;"
+         " print(json.dumps({a: run_id(c) for a, c in json.load(sys.stdin).items()}))"],
+        input=json.dumps(configs()), capture_output=True, text=True, check=True)
+    assert json.loads(fresh.stdout) == now
+    monkeypatch.setitem(hook_tricks.HOOKS, "adv_passk",
+                        dataclasses.replace(hook_tricks.HOOKS["adv_passk"], revision=2))
+    later = {arm: run_id(c) for arm, c in configs().items()}
     assert later["adv_passk_4"] != now["adv_passk_4"]
     assert (later["adv_clip_2"], later["kl_off"]) == (now["adv_clip_2"], now["kl_off"])
 

@@ -40,7 +40,7 @@ def _computation(data: dict) -> dict:
         ident["model"] = {k: v for k, v in data["model"].items() if k != "lora"}
     ident["hooks"] = {k: v for k, v in (data.get("hooks") or {}).items()
                       if not (v is None and hook_tricks.added_later(k))}
-    revised = hook_tricks.revisions(data.get("hooks"))
+    revised = hook_tricks.revisions(data)
     if revised:  # only where a hook that changed is on: every other run keeps its id
         ident["hook_revisions"] = revised
     ident["faults"] = {k: v for k, v in (data.get("faults") or {}).items()

@@ -104,7 +104,9 @@ class HookTrick:
     (task.shaping.scale=sft_quantiles): `in_reward_units(value, q)` is its value in reward
     units, given q(level), the rewards' quantile; `reward_values(value)` what the record shows
     of it. `added_later`: a key added after records existed, in a run's identity only when
-    set, so that older runs keep their ids."""
+    set, so that older runs keep their ids. `revision`: raised when the hook's computation
+    changes for an unchanged config; it joins the identity of every run that turns the hook on,
+    so a run cache never hands back a run the code now computes differently."""
 
     name: str
     doc: str
@@ -130,6 +132,7 @@ class HookTrick:
     in_reward_units: Callable[[Any, Callable[[float], float]], Any] | None = None
     reward_values: Callable[[Any], dict] | None = None
     added_later: bool = False
+    revision: int = 0
     kl_from_loss: bool = False
     ratio_clip_off: bool = False
     prompt_filter: PromptFilter | None = None
@@ -314,22 +317,13 @@ def added_later(name: str) -> bool:
     return name in HOOKS and HOOKS[name].added_later
 
 
-# A hook whose computation changed for a config that did not: its revision joins the
-# identity of every run that turns it on, so such runs get new ids (a run cache never hands
-# back a run the code now computes differently). Declared here, not on the HookTrick, so a
-# run id never depends on which hook modules happen to be imported.
-REVISIONS = {
-    # 2026-12-07: Pass@k's advantage replaces the group's before the other advantage hooks
-    # (order 5, as MaxRL's), so a clip at 90 now clips Pass@k's advantages, not the z-scores
-    # Pass@k then replaced.
-    "adv_passk": 1,
-}
-
-
-def revisions(hooks: dict | None) -> dict[str, int]:
-    """The revisions of the hooks a run's `hooks:` turns on."""
-    return {k: REVISIONS[k] for k, v in (hooks or {}).items()
-            if k in REVISIONS and v not in (None, False)}
+def revisions(data: dict) -> dict[str, int]:
+    """The revisions (HookTrick.revision) of the hooks a run's `hooks:` turns on. The modules
+    its trick names are imported first, so a run id never depends on what else this process
+    happened to import."""
+    import_modules((data.get("trick") or {}).get("modules"))
+    return {k: HOOKS[k].revision for k, v in (data.get("hooks") or {}).items()
+            if k in HOOKS and HOOKS[k].revision and HOOKS[k].active(v)}
 
 
 # The built-in hook tricks, each declared in its own module: imported here, after the registry

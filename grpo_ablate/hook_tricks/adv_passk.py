@@ -62,4 +62,8 @@ register(HookTrick(
     replaces="the group advantage (one advantage estimator at a time)",
     fields={"k": (lambda x: is_int(x) and x >= 1, "an integer >= 1"),
             "correct_at": (is_number, "a number (a completion whose reward reaches it is right)")},
-    advantages=_at_advantages, check=_check, applies_to=needs_right_answers("Pass@k"), order=5))
+    advantages=_at_advantages, check=_check, applies_to=needs_right_answers("Pass@k"), order=5,
+    # 1 (2026-12-07): Pass@k's advantage replaces the group's before the other advantage hooks
+    # (order 5, as MaxRL's), so a clip at 90 now clips Pass@k's advantages, not the z-scores
+    # Pass@k then replaced.
+    revision=1))
