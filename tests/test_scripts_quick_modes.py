@@ -32,6 +32,7 @@ QUICK = {
     "check_calibration.py": ["--quick"],
     "check_curves.py": ["--quick"],
     "check_duplicates.py": ["--quick"],
+    "check_early_stop.py": ["--quick"],
     "check_error_rule.py": ["--quick"],
     "check_published.py": ["--quick"],
     "check_independent.py": ["--quick"],

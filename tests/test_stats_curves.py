@@ -1,7 +1,7 @@
 """Learning curves: ScaleRL's saturating form fitted to planted curves (the form written out
-here from the paper, not imported), a ceiling never given where the curve has not bent,
-the area by the trapezoid rule, ceiling-or-speed verdicts on planted arms, and the band over
-budgets with its sign flip."""
+from the paper in tests/scalerl.py, not taken from our module), a ceiling never given where
+the curve has not bent, the area by the trapezoid rule, ceiling-or-speed verdicts on planted
+arms, and the band over budgets with its sign flip."""
 
 from __future__ import annotations
 
@@ -10,19 +10,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scalerl import scalerl
 
 from grpo_ablate.stats.curve_verdicts import budget_band, ceiling_or_speed, curve_words, run_fits
 from grpo_ablate.stats.curves import fit_curve
 
 COMPUTE = np.linspace(0, 1000, 11)
-
-
-def scalerl(c: np.ndarray, r0: float, a: float, b: float, c_mid: float) -> np.ndarray:
-    """Khatri et al. (2025), eq. 1: R_C = R0 + (A - R0) / (1 + (C_mid / C)^B)."""
-    out = np.full(len(c), r0, dtype=float)
-    pos = c > 0
-    out[pos] = r0 + (a - r0) / (1 + (c_mid / c[pos]) ** b)
-    return out
 
 
 def test_a_bent_curve_gives_its_ceiling_and_midpoint():
@@ -140,8 +133,11 @@ def test_a_sweeps_report_reads_each_runs_curve_from_its_history(smoke_sweep):
     (run,) = [r for r in curves["runs"] if r["arm"] == first.arm and r["seed"] == first.seed]
     assert len(evals) == 3 and run["start"] == evals[0]
     assert not run["identifiable"] and "2 evaluations after the start" in run["reason"]
-    assert all(a["words"] == "not identifiable at this budget"
-               for st in curves["strata"] for a in st["arms"])
+    inert = {a["arm"] for st in report["strata"] for a in st["arms"] if a["verdict"] == "inert"}
+    words = {a["arm"]: a["words"] for st in curves["strata"] for a in st["arms"]}
+    assert {a for a, w in words.items() if w.startswith("inert")} == inert
+    assert len(words) > len(inert)
+    assert all(w == "not identifiable at this budget" for a, w in words.items() if a not in inert)
     text = "\n".join(render_curves(curves))
     assert "## Ceiling or speed" in text and "a curve needs 4" in text
     assert "Ceiling or speed" in (out / "smoke" / "report.md").read_text()

@@ -13,6 +13,7 @@ import pandas as pd
 from grpo_ablate.results.curves import curve_table
 from grpo_ablate.stats.curve_verdicts import budget_band, ceiling_or_speed, run_fits
 
+INERT_WORDS = "inert (not tested): the trick hardly acted"
 BOUNDED = ("accuracy", "pass", "reward_mean", "exact", "acc")  # metrics in 0..1
 
 
@@ -25,9 +26,10 @@ def metric_bounds(metric: str) -> tuple[float, float]:
 def curves_of(df: pd.DataFrame, report: dict) -> dict | None:
     """report.json's `curves`: the compute unit, each run's fit, and per stratum each arm's
     ceiling and speed verdicts and its band over budgets; None where no run has a curve."""
-    if "sweep_dir" not in df or df["sweep_dir"].isna().all():
+    if all(c not in df or df[c].isna().all() for c in ("sweep_dir", "curve_source")):
         return None
     metric, baseline = report["metric"], report["baseline"]
+    matched = (report.get("design") or {}).get("runs", "matched") == "matched"
     curves = curve_table(df[df["status"] != "failed"], metric)
     if curves.empty or curves.groupby(["model", "task", "arm", "seed"]).size().max() < 3:
         return None
@@ -37,15 +39,21 @@ def curves_of(df: pd.DataFrame, report: dict) -> dict | None:
         mine = (fits["model"] == st["model"]) & (fits["task"] == st["task"])
         cur = curves[(curves["model"] == st["model"]) & (curves["task"] == st["task"])]
         margin = st.get("min_effect") or report["min_effect"]
-        rows = ceiling_or_speed(fits[mine], baseline, report["alpha"], margin,
-                                report["direction"])
+        # An arm the main table calls inert (its trick hardly acted) is not tested here
+        # either, and takes no share of the Holm family.
+        inert = [a["arm"] for a in st["arms"] if a["verdict"] == "inert"]
+        rows = ceiling_or_speed(fits[mine & ~fits["arm"].isin(inert)], baseline,
+                                report["alpha"], margin, report["direction"], matched)
         # Simultaneous over the budgets and, by Bonferroni, over the arms: a band decides
         # at the family-wise level the verdicts keep, never more often than they do.
         for row in rows:
             row["band"] = budget_band(cur, row["arm"], baseline,
-                                      report["alpha"] / max(1, len(rows)))
+                                      report["alpha"] / max(1, len(rows)), matched=matched)
+        rows += [{"arm": a, "ceiling": {"n": 0, "verdict": "inert"},
+                  "speed": {"n": 0, "verdict": "inert"}, "words": INERT_WORDS,
+                  "band": {"arm": a, "steps": [], "n": 0, "method": "none"}} for a in inert]
         strata.append({"model": st["model"], "task": st["task"], "arms": rows})
-    return {"unit": curves.attrs["compute_unit"], "metric": metric,
+    return {"unit": curves.attrs["compute_unit"], "metric": metric, "paired": matched,
             "runs": fits.to_dict("records"), "strata": strata}
 
 
@@ -61,8 +69,10 @@ def render_curves(curves: dict | None) -> list[str]:
              "R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (ScaleRL's form): A the ceiling, "
              "C_mid the compute to half the gain. A run's A is read only where its curve "
              "has bent within the budget and A's standard error is at most 0.05 "
-             f"(docs/verdicts.md); {readable} of {len(runs)} runs here. Per arm, on the seeds "
-             "readable in both arms: a paired t on A and on log10 C_mid, Holm across the arms "
+             f"(docs/verdicts.md); {readable} of {len(runs)} runs here. Per arm, "
+             + ("on the seeds readable in both arms: a paired t" if curves.get("paired", True)
+                else "on each arm's readable runs (independent runs): Welch's t")
+             + " on A and on log10 C_mid, Holm across the arms "
              "and both, TOST for \"same\" (the report's margin for A; 20% of compute for "
              "C_mid). The band: the effect at each evaluation, simultaneous over them and (by "
              "Bonferroni) over the arms.", "",
@@ -71,10 +81,10 @@ def render_curves(curves: dict | None) -> list[str]:
     for st in curves["strata"]:
         for row in st["arms"]:
             c, s = row["ceiling"], row["speed"]
-            ceiling = (f"{c['diff']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] (n={c['n']})"
+            ceiling = (f"{c['diff']:+.3f} {interval(c['ci'], '{:+.3f}', c['diff'])} (n={c['n']})"
                        if "diff" in c else f"- (n={c['n']})")
-            speed = (f"x{10 ** s['diff']:.2f} [x{10 ** s['ci'][0]:.2f}, x{10 ** s['ci'][1]:.2f}]"
-                     if "diff" in s else "-")
+            speed = (f"x{10 ** s['diff']:.2f} "
+                     + interval([10 ** v for v in s["ci"]], "x{:.2f}", s["diff"]) if "diff" in s else "-")
             lines.append(f"| {row['arm']} | {ceiling} | {c['verdict']} | {speed} | "
                          f"{s['verdict']} | {row['words']} | {band_text(row['band'])} |")
     unread = pd.Series([r["why"] for r in runs if not r["identifiable"]])
@@ -89,6 +99,13 @@ UNREAD = {"short": "too few evaluations: a curve needs 4 after the start",
           "straight": "a straight rise fits as well as a curve: not bent within the budget",
           "beyond": "the fitted midpoint lies beyond the budget",
           "uncertain": "the asymptote's standard error above 0.05"}
+
+
+def interval(ci: list[float], form: str, diff: float) -> str:
+    """A 95% interval, or why there is none: the difference has no spread across seeds."""
+    if not all(math.isfinite(v) for v in ci):
+        return "[identical on every seed]" if diff == 0 else "[no spread across seeds]"
+    return "[" + ", ".join(form.format(v) for v in ci) + "]"
 
 
 def band_text(band: dict) -> str:

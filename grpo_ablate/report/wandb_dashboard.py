@@ -1,5 +1,6 @@
 """The W&B dashboard of a sweep, built with wandb-workspaces: a Report titled after the sweep
-(the design in a line, the verdict table and forest plot from the summary run, one panel grid
+(the design in a line, the verdict table and forest plot from the summary run, the
+ceiling-or-speed tables and fitted curves where the runs have learning curves, one panel grid
 per stratum over the sweep's runs grouped by arm: the primary metric against
 `train/global_step` as a mean line with a stderr band, KL, entropy, completion length and
 grad norm, and a bar of each arm's final metric with its spread; then what each open arm
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpo_ablate.records import atomic_write_text, read_history, scan_records
+from grpo_ablate.report.wandb_sections import curve_blocks, screening_blocks
 from grpo_ablate.runtime import wandb_run_id
 
 SPEC_FILE = "wandb_report.json"
@@ -136,24 +138,6 @@ def waiting_lines(report: dict) -> list[str]:
             for st in report["strata"] for a in st["arms"] if a.get("waiting_on")]
 
 
-def screening_blocks(wr, report: dict, summary_runset, figures: list[str]) -> list:
-    """A screening's panels: its design line, the effects and design tables, the Pareto
-    chart, the half-normal plot and each interaction plot (the summary run's)."""
-    names = [Path(f).stem for f in figures]
-    media = [wr.MediaBrowser(title=n.replace("screening_", "").replace("_", " "),
-                             media_keys=[f"figures/{n}"]) for n in names]
-    return [wr.P(f"Screening of {len(report['factors'])} tricks on {report['metric']} "
-                 f"({report['direction']} is better): a resolution {report['resolution']} "
-                 f"design of {len(report['points'])} points x {len(report['replicates'])} "
-                 f"seed(s). Each effect is {report['estimand']}."),
-            wr.H2("Effects"),
-            wr.PanelGrid(runsets=[summary_runset],
-                         panels=[wr.WeavePanelSummaryTable(table_name="effects"), *media]),
-            wr.H2("Design"),
-            wr.PanelGrid(runsets=[summary_runset],
-                         panels=[wr.WeavePanelSummaryTable(table_name="design")])]
-
-
 def dashboard_report(report: dict, runs: SweepRuns, summary_id: str | None, figures: list[str]):
     """The wandb-workspaces Report for one sweep's report (no network)."""
     import wandb_workspaces.reports.v2 as wr
@@ -171,6 +155,7 @@ def dashboard_report(report: dict, runs: SweepRuns, summary_id: str | None, figu
                   wr.H2("Verdicts"),
                   wr.PanelGrid(runsets=[_runset(wr, "summary", summary)],
                                panels=verdict_panels)]
+        blocks += curve_blocks(wr, report, _runset(wr, "summary", summary), figures)
     for model, task in runs.strata:
         blocks += [wr.H2(f"Runs: {model} / {task}"), stratum_grid(wr, report, runs, model, task)]
     if not runs.strata:

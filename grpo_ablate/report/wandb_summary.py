@@ -1,6 +1,7 @@
 """The W&B summary run of a report: job_type `summary` in the sweep's group, with the verdict
 table (`wandb.Table`, one row per trick and stratum; a screening's effects and design
-tables), the report's figures (`wandb.Image`: a screening's Pareto, half-normal and
+tables; with learning curves, each arm's ceiling-or-speed verdicts and each run's fit), the
+report's figures (`wandb.Image`: a screening's Pareto, half-normal and
 interaction plots)
 and report.md / report.json as an artifact. Its id is fixed by the report's folder, so a
 re-run of the report updates the same run instead of adding another. Like every W&B call
@@ -36,12 +37,39 @@ EFFECT_COLUMNS = ["effect", "kind", "estimate", "ci_low", "ci_high", "p_adjusted
                   "tost_p_adjusted", "mde", "verdict", "waiting_on"]
 
 
+CURVE_COLUMNS = ["model", "task", "arm", "ceiling_diff", "ceiling_ci_low", "ceiling_ci_high",
+                 "ceiling_verdict", "midpoint_ratio", "midpoint_ratio_ci_low",
+                 "midpoint_ratio_ci_high", "speed_verdict", "in_words"]
+FIT_COLUMNS = ["model", "task", "arm", "seed", "start", "asymptote", "asymptote_se",
+               "log10_midpoint", "exponent", "auc", "identifiable", "reason"]
+
+
+def curve_tables(curves: dict | None) -> dict[str, tuple[list[str], list[list]]]:
+    """The learning-curve section as two tables: per arm its ceiling and speed (C_mid as a
+    ratio to the baseline's), per run its fit (null where the curve does not show its
+    ceiling, with the reason)."""
+    if not curves:
+        return {}
+    verdicts = []
+    for st in curves["strata"]:
+        for row in st["arms"]:
+            c, s = row["ceiling"], row["speed"]
+            ratio = [10 ** v if v is not None else None
+                     for v in (s.get("diff"), *(s.get("ci") or [None, None]))]
+            verdicts.append([st["model"], st["task"], row["arm"], c.get("diff"),
+                             *(c.get("ci") or [None, None]), c["verdict"], *ratio,
+                             s["verdict"], row["words"]])
+    fits = [[r.get(k) for k in FIT_COLUMNS] for r in curves["runs"]]
+    return {"curves": (CURVE_COLUMNS, verdicts), "curve_fits": (FIT_COLUMNS, fits)}
+
+
 def tables_of(report: dict) -> tuple[dict[str, tuple[list[str], list[list]]], list[str], dict]:
     """(tables by name, the verdict of each row counted, the run's config) of a report: a
     one-at-a-time report's verdict table, or a screening's effects and design tables."""
     if report.get("kind") != "screening":
         rows = verdict_rows(report)
-        return ({"verdicts": (COLUMNS, rows)}, [r[10] for r in rows],
+        return ({"verdicts": (COLUMNS, rows), **curve_tables(report.get("curves"))},
+                [r[10] for r in rows],
                 {k: report[k] for k in ("metric", "direction", "alpha", "correction",
                                         "baseline", "min_effect", "inert_below")})
     effects = [[e["name"], e["kind"], e["effect"], e["ci"][0], e["ci"][1], e["p_adjusted"],

@@ -1,7 +1,8 @@
 """Each run's learning curve as rows: one per evaluation, `model, task, arm, seed, step,
-compute, value`, read from the history beside each record. Compute is the run's cumulative
-training tokens at the evaluation where every row of the history gives them (TRL's
-`num_tokens`), else its steps: the unit is named in the table's `compute_unit`."""
+compute, value`, read from the history beside each record, or from another trainer's long CSV
+(a `step` column, optionally `tokens`: one row per run and evaluation). Compute is the run's
+cumulative training tokens at the evaluation where every row gives them (TRL's `num_tokens`,
+the CSV's `tokens`), else its steps: the unit is named in the table's `compute_unit`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_ablate.errors import UserError
 from grpo_ablate.records import read_history
+from grpo_ablate.results.csv_file import read_csv
 
 KEY = ["model", "task", "arm", "seed"]
 
@@ -31,9 +34,50 @@ def run_curve(history: list[dict], metric: str) -> tuple[list[dict], str]:
     return points, unit
 
 
+def curve_csv(df: pd.DataFrame, path: str) -> pd.DataFrame:
+    """A long CSV with a `step` column (a row per run and evaluation) as the run table: each
+    run's metrics are its last evaluated values, its status its last row's, and its
+    `curve_source` the file, read again for the curve section (`curve_table`)."""
+    rows = curve_rows(df, path)
+    final = rows.groupby(KEY, sort=False, as_index=False).last()  # last non-missing values
+    final = final.drop(columns=[c for c in ("step", "tokens") if c in final.columns])
+    final["curve_source"] = str(path)
+    return final
+
+
+def curve_rows(df: pd.DataFrame, path: str) -> pd.DataFrame:
+    """A long CSV's rows checked: integer steps, numeric tokens, one row per run and step
+    (an exact copy kept once, conflicting copies refused in one line)."""
+    if "prompt" in df.columns:
+        raise UserError(f"{path}: both a step and a prompt column; allowed: one row per run and "
+                        "step (curves), or per run and prompt (the final evaluation), one file each")
+    steps = pd.to_numeric(df["step"], errors="coerce")
+    bad = df.index[steps.isna() | (steps % 1 != 0) | (steps < 0)]
+    if len(bad):
+        raise UserError(f"{path}: column step must hold integers >= 0; row {bad[0] + 2} holds "
+                        f"{df.loc[bad[0], 'step']!r}")
+    df = df.assign(step=steps.astype(int))
+    if "tokens" in df.columns and not pd.api.types.is_float_dtype(df["tokens"]):
+        raise UserError(f"{path}: column tokens must hold numbers (blank where unknown)")
+    key = [*KEY, "step"]
+    dup = df[df.duplicated(key, keep=False)]
+    values = [c for c in df.columns if c not in key]
+    conflicts = [k for k, g in dup.groupby(key, sort=True)
+                 if len(g[values].astype(str).drop_duplicates()) > 1]
+    if conflicts:
+        m, t, a, s_, st = conflicts[0]
+        raise UserError(f"{path}: two rows of arm={a} seed={s_} step={st} with different "
+                        "values; allowed: one row per (model, task, arm, seed, step)")
+    return df.drop_duplicates(key).sort_values(key).reset_index(drop=True)
+
+
 def curve_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """The curves of the runs a results table lists (its `sweep_dir` and `run_id`), one row
-    per evaluation; compute in tokens where every run gives them, else in steps."""
+    """The curves of the runs a results table lists (its `sweep_dir` and `run_id`, or a long
+    CSV's `curve_source`), one row per evaluation; compute in tokens where every run gives
+    them, else in steps."""
+    if "curve_source" in runs and runs["curve_source"].notna().any():
+        path = runs["curve_source"].dropna().iloc[0]
+        return _table_from_rows(curve_rows(read_csv(Path(path)), path), runs, metric)
     rows, units = [], set()
     for run in runs.itertuples(index=False):
         sweep_dir, run_id = getattr(run, "sweep_dir", None), getattr(run, "run_id", None)
@@ -48,4 +92,20 @@ def curve_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     table["compute"] = table["tokens"] if unit == "tokens" else table["step"].astype(float)
     table.attrs["compute_unit"] = unit
     table.attrs["metric"] = metric
+    return table
+
+
+def _table_from_rows(given: pd.DataFrame, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """A long CSV's curve rows for the runs `runs` lists, the metric's evaluations only."""
+    listed = runs[KEY].astype({"seed": int}).drop_duplicates()
+    rows = given.merge(listed, on=KEY, how="inner")
+    rows = rows[rows[metric].notna()] if metric in rows else rows.iloc[0:0]
+    has_tokens = "tokens" in rows and bool(rows["tokens"].notna().all()) and len(rows) > 0
+    table = pd.DataFrame({**{k: rows[k] for k in KEY}, "step": rows["step"].astype(int),
+                          "tokens": rows["tokens"].astype(float) if has_tokens else None,
+                          "value": rows[metric].astype(float) if len(rows) else []},
+                         columns=[*KEY, "step", "tokens", "value"]).reset_index(drop=True)
+    unit = "tokens" if has_tokens else "steps"
+    table["compute"] = table["tokens"] if has_tokens else table["step"].astype(float)
+    table.attrs.update(compute_unit=unit, metric=metric)
     return table

@@ -19,15 +19,15 @@ from grpo_ablate.config.catalog import former_names, prior_of
 from grpo_ablate.config.identity import computation_key
 from grpo_ablate.config.review import recipe_departures
 from grpo_ablate.errors import UserError
-from grpo_ablate.records import STATUSES, TIMED_COST, scan_records
+from grpo_ablate.records import TIMED_COST, scan_records
+from grpo_ablate.results.csv_file import TEXT_COLUMNS, read_csv
 from grpo_ablate.runtime import describe_machine
 from grpo_ablate.stats.columns import ID_COLUMNS
 
 # Where and how fast a run went, not what it computed: two records of one run may differ here.
-TIMINGS = ("run_id", "sweep_dir", "wall_seconds", "budget/wall_seconds", "machine", "machine_id",
-           *(f"budget/{k}" for k in TIMED_COST))
+TIMINGS = ("run_id", "sweep_dir", "curve_source", "wall_seconds", "budget/wall_seconds",
+           "machine", "machine_id", *(f"budget/{k}" for k in TIMED_COST))
 KEY = ["model", "task", "arm", "seed"]
-TEXT_COLUMNS = ("run_id", "design")  # a CSV's run ids and declared design stay text
 # A record's per-prompt columns (records.RunRecord.prompts) -> the run metric they average to.
 PROMPT_METRICS = {"greedy": "eval/accuracy", "sampled": "eval/sampled_accuracy",
                   "reward": "eval/reward_mean"}
@@ -124,8 +124,12 @@ def load_results(paths: str | Path | list, with_prompts: bool = False,
         df, warnings = per_run_means(long), warnings + notes
         prompts = long.reset_index(drop=True)
     elif len(paths) == 1 and not paths[0].is_dir():
-        df, warnings = _load_csv(paths[0]), []
-        if "prompt" in df.columns:
+        df, warnings = read_csv(paths[0]), []
+        if "step" in df.columns:  # a curve per run: the last values are the run's
+            from grpo_ablate.results.curves import curve_csv
+
+            df = curve_csv(df, str(paths[0]))
+        elif "prompt" in df.columns:
             long, warnings = checked_prompt_rows(df)
             df = per_run_means(long)
             prompts = long[long["status"] != "failed"].reset_index(drop=True)
@@ -181,64 +185,6 @@ def checked_prompt_rows(long: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         long = long.drop_duplicates(key, keep="first").reset_index(drop=True)
         notes.append(f"{copies} exact duplicate per-prompt row(s) dropped, kept once")
     return long, notes
-
-
-def _load_csv(path: Path) -> pd.DataFrame:
-    if not path.is_file():
-        raise UserError(f"{path}: no such file or folder; allowed: a sweep folder or a CSV")
-    if path.suffix == ".json":
-        raise UserError(f"{path}: a JSON file; allowed: a sweep folder (its runs/*/record.json "
-                        "are read) or a CSV")
-    try:
-        # Identity columns as plain strings; metrics as text first, converted below so a bad
-        # cell can be named.
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from None
-    df.columns = [str(c).strip() for c in df.columns]
-    missing = [c for c in ("arm", "seed") if c not in df.columns]
-    if missing:
-        raise UserError(f"{path}: CSV lacks column(s) {', '.join(missing)}; required: arm, seed, "
-                        "one column per metric; optional: model, task, status")
-    df = df.astype(object)
-    for col in ("arm", "model", "task", "status"):
-        if col in df.columns:
-            df[col] = df[col].map(lambda v: str(v).strip())
-    seeds = pd.to_numeric(df["seed"].str.strip(), errors="coerce")
-    bad = df.index[seeds.isna() | (seeds % 1 != 0)]
-    if len(bad):
-        raise UserError(f"{path}: column seed must hold integers; row {bad[0] + 2} holds "
-                        f"{df.loc[bad[0], 'seed']!r}")
-    df["seed"] = seeds.astype(int)
-    for col in ("arm", "model", "task"):
-        if col in df.columns:
-            empty = df.index[df[col] == ""]
-            if len(empty):
-                rows = ", ".join(str(i + 2) for i in empty[:5])
-                raise UserError(f"{path}: empty {col} cell in row(s) {rows}; allowed: a name in "
-                                f"every row (or no {col} column at all)")
-    for col, default in (("model", "-"), ("task", "-"), ("status", "completed")):
-        if col not in df.columns:
-            df[col] = default
-    # Blank status = completed, as when the column is absent; any other spelling of a known
-    # status is normalised; an unknown status is refused.
-    df["status"] = df["status"].str.lower().replace("", "completed")
-    unknown = sorted(set(df["status"]) - set(STATUSES))
-    if unknown:
-        raise UserError(f"{path}: status {unknown[0]!r} unknown; allowed: "
-                        f"{', '.join(STATUSES)} (any case), or blank for completed")
-    for col in df.columns:
-        if col not in ID_COLUMNS and col not in TEXT_COLUMNS:
-            df[col] = _numeric_or_text(df[col])
-    return df
-
-
-def _numeric_or_text(col: pd.Series) -> pd.Series:
-    """A metric column as float64 (blank -> NaN), or left as text if a cell is not a number."""
-    text = col.map(lambda v: str(v).strip())
-    num = pd.to_numeric(text.replace("", np.nan), errors="coerce")
-    bad = num.isna() & (text != "") & ~text.str.lower().isin(["nan", "na", "null", "none"])
-    return col if bad.any() else num.astype(float)
 
 
 def _normalise(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
