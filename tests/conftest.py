@@ -33,6 +33,14 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedFixtureScheduling(config, log)
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The machine the suite ran on, last, beside its time: a figure names its machine."""
+    from grpo_ablate.runtime.machine import describe_machine, machine
+
+    terminalreporter.write_line(f"machine: {describe_machine(machine())}, "
+                                f"{len(os.sched_getaffinity(0))} cores")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """The slow tests first, then the quick ones, then the `alone` ones: a worker that takes

@@ -59,7 +59,8 @@ def report_parser() -> argparse.ArgumentParser:
                         "folder named <arm>-seed<N> or listed in --manifest (default: sweep "
                         "folders or a CSV)")
     p.add_argument("--manifest", default=d.manifest, metavar="CSV",
-                   help="with --from lm-eval: path,arm,seed for each run folder")
+                   help="with --from lm-eval: path,arm,seed for each run folder (and step: for each "
+                        "checkpoint of a run, its learning curve)")
     p.add_argument("--metric", default=d.metric)
     p.add_argument("--direction", choices=["higher", "lower"], default=d.direction,
                    help="which way is better (default: lower for losses, KL, grad norm, "
@@ -97,7 +98,8 @@ def report_parser() -> argparse.ArgumentParser:
                         "arm (`composed_of`), for its additivity only; repeatable")
     p.add_argument("--beside", default=d.beside, metavar="PATH",
                    help="for a screening sweep: a one-at-a-time sweep of the same recipe "
-                        "(its folder or report.json), each trick's verdicts side by side")
+                        "(its folder or report.json), each trick's verdicts and effect sizes side "
+                        "by side")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--verbose", action="store_true",
                    help="print the whole report in the terminal, not its summary")

@@ -15,6 +15,8 @@ import pandas as pd
 
 from grpo_ablate.config.fractional import ROMAN
 from grpo_ablate.errors import UserError
+from grpo_ablate.report.screening_beside import render_beside
+from grpo_ablate.report.screening_curves import render_screening_curves, screening_curves
 from grpo_ablate.report.screening_rows import (
     INERT_BELOW,
     adaptive_summary,
@@ -24,6 +26,7 @@ from grpo_ablate.report.screening_rows import (
     look_waiting_on,
     waiting_on,
 )
+from grpo_ablate.report.screening_summary import screening_summary
 from grpo_ablate.stats.screening import MIN_RESIDUAL_DF, Term, screen
 from grpo_ablate.stats.screening_looks import screening_looks
 from grpo_ablate.stats.sequential import Design
@@ -123,6 +126,9 @@ def screening_report(df: pd.DataFrame, design: dict, metric: str, alpha: float,
         "contrasts": fitted.contrasts, "min_residual_df": MIN_RESIDUAL_DF,
         "effects": [{k: v for k, v in r.items() if k not in ("head", "terms")} for r in rows],
         "adaptive": adaptive_summary(looks) if looks else None,
+        "curves": screening_curves(used, levels, blocks, columns,
+                                   [term_text(t, names) for t in columns], metric, alpha,
+                                   margin, direction),
     }
     rep.update(recipe_fields(rep, used))
     return rep
@@ -166,6 +172,7 @@ def render_screening(rep: dict, figures: list[str]) -> str:
             "scripts/check_error_rule.py; docs/verdicts.md)")
     lines = [
         f"# Screening report: {rep['metric']} ({rep['direction']} is better)", "",
+        *screening_summary(rep),
         f"**Design:** a two-level resolution {roman} fraction of {len(names)} factors, "
         f"{len(rep['points'])} points x {len(rep['replicates'])} replicate(s) (seeds "
         f"{', '.join(map(str, rep['replicates']))}); {rep['runs_used']} of "
@@ -198,14 +205,8 @@ def render_screening(rep: dict, figures: list[str]) -> str:
               "|---|" + "---|" * len(names)]
     for point, row in zip(rep["points"], rep["design"], strict=True):
         lines.append(f"| {point} | " + " | ".join("+" if v > 0 else "-" for v in row) + " |")
-    if rep.get("beside"):
-        lines += ["", "## Beside the one-at-a-time sweep", "",
-                  f"OVAT verdicts from {rep['beside']['path']} (each trick on the baseline).",
-                  "", "| trick | OVAT | screening | interactions that may explain a "
-                  "difference |", "|---|---|---|---|"]
-        for row in rep["beside"]["rows"]:
-            lines.append(f"| {row['trick']} | {row['ovat']} | {row['screening']} | "
-                         f"{row['explains']} |")
+    lines += render_beside(rep.get("beside"))
+    lines += render_screening_curves(rep.get("curves"))
     if figures:
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}](figures/{Path(f).name})"
                                            for f in figures]

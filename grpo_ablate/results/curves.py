@@ -1,11 +1,18 @@
 """Each run's learning curve as rows: one per evaluation, `model, task, arm, seed, step,
-compute, value`, read from the history beside each record, or from another trainer's long CSV
-(a `step` column, optionally `tokens`: one row per run and evaluation). Compute is the run's
+compute, value`, read from the history beside each record, from another trainer's long CSV
+(a `step` column, optionally `tokens`: one row per run and evaluation), or from
+lm-evaluation-harness sample logs of checkpoints (a manifest with a `step` column: a run's
+value at a step is its checkpoint's mean over the documents). Compute is the run's
 cumulative training tokens at the evaluation where every row gives them (TRL's `num_tokens`,
-the CSV's `tokens`), else its steps: the unit is named in the table's `compute_unit`."""
+the CSV's `tokens`), else its steps: the unit is named in the table's `compute_unit`.
+
+A run table read from a CSV or the harness says where its curves are in `curve_source` (a
+JSON object: `{"csv": path}` or `{"lm_eval": [folders], "manifest": path}`), read again for
+the curve section, as a record's curve is read from its sweep folder."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -41,8 +48,30 @@ def curve_csv(df: pd.DataFrame, path: str) -> pd.DataFrame:
     rows = curve_rows(df, path)
     final = rows.groupby(KEY, sort=False, as_index=False).last()  # last non-missing values
     final = final.drop(columns=[c for c in ("step", "tokens") if c in final.columns])
-    final["curve_source"] = str(path)
+    final["curve_source"] = json.dumps({"csv": str(path)})
     return final
+
+
+def last_checkpoint(long: pd.DataFrame, paths: list[Path], manifest: Path | None
+                    ) -> tuple[pd.DataFrame, str]:
+    """The harness's rows of checkpoints (a `step` column): each run's rows at its largest
+    step, which are its final evaluation, and the `curve_source` of the curves."""
+    last = long.groupby(KEY)["step"].transform("max")
+    final = long[long["step"] == last].drop(columns="step").reset_index(drop=True)
+    source = json.dumps({"lm_eval": [str(Path(p).resolve()) for p in paths],
+                         "manifest": str(Path(manifest).resolve()) if manifest else None})
+    return final, source
+
+
+def lm_eval_curve_rows(spec: dict) -> pd.DataFrame:
+    """Each checkpoint's mean over its documents, one row per run and step."""
+    from grpo_ablate.results.lm_eval import lm_eval_rows
+
+    manifest = Path(spec["manifest"]) if spec.get("manifest") else None
+    long, _ = lm_eval_rows([Path(p) for p in spec["lm_eval"]], manifest)
+    metrics = [c for c in long.columns if c not in (*KEY, "status", "step", "prompt")
+               and pd.api.types.is_numeric_dtype(long[c])]
+    return long.groupby([*KEY, "step"], as_index=False)[metrics].mean()
 
 
 def curve_rows(df: pd.DataFrame, path: str) -> pd.DataFrame:
@@ -76,8 +105,10 @@ def curve_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     CSV's `curve_source`), one row per evaluation; compute in tokens where every run gives
     them, else in steps."""
     if "curve_source" in runs and runs["curve_source"].notna().any():
-        path = runs["curve_source"].dropna().iloc[0]
-        return _table_from_rows(curve_rows(read_csv(Path(path)), path), runs, metric)
+        spec = json.loads(runs["curve_source"].dropna().iloc[0])
+        given = curve_rows(read_csv(Path(spec["csv"])), spec["csv"]) if "csv" in spec \
+            else lm_eval_curve_rows(spec)
+        return _table_from_rows(given, runs, metric)
     rows, units = [], set()
     for run in runs.itertuples(index=False):
         sweep_dir, run_id = getattr(run, "sweep_dir", None), getattr(run, "run_id", None)
@@ -96,7 +127,8 @@ def curve_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def _table_from_rows(given: pd.DataFrame, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """A long CSV's curve rows for the runs `runs` lists, the metric's evaluations only."""
+    """Curve rows (a long CSV's, the harness's checkpoints') for the runs `runs` lists, the
+    metric's evaluations only."""
     listed = runs[KEY].astype({"seed": int}).drop_duplicates()
     rows = given.merge(listed, on=KEY, how="inner")
     rows = rows[rows[metric].notna()] if metric in rows else rows.iloc[0:0]

@@ -37,8 +37,9 @@ def date_of(path: Path) -> str:
     return path.name.removesuffix(".jsonl").rsplit("_", 1)[-1]
 
 
-def read_manifest(path: Path) -> dict[Path, tuple[str, int]]:
-    """A manifest CSV: `path,arm,seed` per run folder, paths relative to the manifest."""
+def read_manifest(path: Path) -> dict[Path, tuple[str, int, int | None]]:
+    """A manifest CSV: `path,arm,seed` per run folder, paths relative to the manifest; with
+    a `step` column, one row per checkpoint of a run (its step an integer >= 0)."""
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
@@ -52,15 +53,22 @@ def read_manifest(path: Path) -> dict[Path, tuple[str, int]]:
         if not row["seed"].strip().isdigit() or not row["arm"].strip():
             raise UserError(f"--manifest {path}: row {i + 2} needs an arm and an integer seed; "
                             f"holds arm={row['arm']!r} seed={row['seed']!r}")
+        step = None
+        if "step" in table.columns:
+            if not row["step"].strip().isdigit():
+                raise UserError(f"--manifest {path}: row {i + 2} needs an integer step >= 0 "
+                                f"(the checkpoint's); holds step={row['step']!r}")
+            step = int(row["step"])
         runs[(path.parent / row["path"].strip()).resolve()] = (row["arm"].strip(),
-                                                               int(row["seed"]))
+                                                               int(row["seed"]), step)
     return runs
 
 
-def run_of(file: Path, root: Path, manifest: dict[Path, tuple[str, int]] | None
-           ) -> tuple[Path, str, int]:
-    """The run folder a samples file belongs to, and its arm and seed: the nearest folder
-    above it (up to the folder given) that the manifest names, or whose name says them."""
+def run_of(file: Path, root: Path, manifest: dict[Path, tuple[str, int, int | None]] | None
+           ) -> tuple[Path, str, int, int | None]:
+    """The run folder a samples file belongs to, its arm and seed, and its checkpoint's step
+    (None: the run's final model): the nearest folder above it (up to the folder given)
+    that the manifest names, or whose name says them."""
     folder = file.parent.resolve()
     top = root.resolve()
     while True:
@@ -68,7 +76,7 @@ def run_of(file: Path, root: Path, manifest: dict[Path, tuple[str, int]] | None
             return (folder, *manifest[folder])
         found = RUN_NAME.match(folder.name) if manifest is None else None
         if found:
-            return folder, found.group("arm"), int(found.group("seed"))
+            return folder, found.group("arm"), int(found.group("seed")), None
         if folder == top or folder.parent == folder:
             break
         folder = folder.parent
@@ -100,7 +108,7 @@ def lm_eval_rows(paths: list[Path], manifest: Path | None = None
     """The long table (arm, seed, model, task, status, prompt, metrics...) of every run's
     samples files under `paths`, and the notes (an older file of a run and task set aside)."""
     named = read_manifest(manifest) if manifest else None
-    newest: dict[tuple[Path, str], tuple[Path, str, int]] = {}
+    newest: dict[tuple[Path, str], tuple[Path, str, int, int | None]] = {}
     notes, seen = [], 0
     for root in paths:
         if not root.is_dir():
@@ -108,7 +116,7 @@ def lm_eval_rows(paths: list[Path], manifest: Path | None = None
                             "--log_samples --output_path")
         for file in sorted(root.rglob("samples_*.jsonl")):
             seen += 1
-            folder, arm, seed = run_of(file, root, named)
+            folder, arm, seed, step = run_of(file, root, named)
             key = (folder, task_of(file))
             if key in newest and date_of(newest[key][0]) >= date_of(file):
                 notes.append(f"{file}: an older evaluation of {key[1]} in {folder.name}, set aside")
@@ -116,17 +124,21 @@ def lm_eval_rows(paths: list[Path], manifest: Path | None = None
             if key in newest:
                 notes.append(f"{newest[key][0]}: an older evaluation of {key[1]} in "
                              f"{folder.name}, set aside")
-            newest[key] = (file, arm, seed)
+            newest[key] = (file, arm, seed, step)
     if not seen:
         raise UserError(f"{', '.join(map(str, paths))}: no samples_*.jsonl under it; allowed: "
                         "folders the harness wrote with --log_samples --output_path")
     frames = []
-    for (_, task), (file, arm, seed) in sorted(newest.items()):
-        frame = sample_rows(file)
-        frames.append(frame.assign(arm=arm, seed=seed, model="-", task=task, status="completed"))
+    steps = any(step is not None for *_, step in newest.values())
+    for (_, task), (file, arm, seed, step) in sorted(newest.items()):
+        frame = sample_rows(file).assign(arm=arm, seed=seed, model="-", task=task,
+                                         status="completed")
+        frames.append(frame.assign(step=step) if steps else frame)
     long = pd.concat(frames, ignore_index=True)
-    if len(long.drop_duplicates(["task", "arm", "seed"])) < len(newest):
-        raise UserError("two run folders say the same arm and seed for one task; allowed: one "
-                        f"run folder per (arm, seed) ({NAMING})")
-    ids = ["arm", "seed", "model", "task", "status", "prompt"]
+    at = ["task", "arm", "seed", *(["step"] if steps else [])]
+    if len(long.drop_duplicates(at)) < len(newest):
+        raise UserError("two run folders say the same arm and seed for one task"
+                        + (" and step" if steps else "") + "; allowed: one run folder per "
+                        f"(arm, seed{', step' if steps else ''}) ({NAMING})")
+    ids = ["arm", "seed", "model", "task", "status", *(["step"] if steps else []), "prompt"]
     return long[ids + [c for c in long.columns if c not in ids]], notes

@@ -120,8 +120,15 @@ def load_results(paths: str | Path | list, with_prompts: bool = False,
         from grpo_ablate.results.lm_eval import lm_eval_rows
 
         long, warnings = lm_eval_rows(paths, manifest)
+        source = None
+        if "step" in long.columns:  # checkpoints: the last is the run's final evaluation
+            from grpo_ablate.results.curves import last_checkpoint
+
+            long, source = last_checkpoint(long, paths, manifest)
         long, notes = checked_prompt_rows(long)
         df, warnings = per_run_means(long), warnings + notes
+        if source:
+            df["curve_source"] = source
         prompts = long.reset_index(drop=True)
     elif len(paths) == 1 and not paths[0].is_dir():
         df, warnings = read_csv(paths[0]), []
