@@ -104,10 +104,10 @@ def paired_p(d: np.ndarray) -> tuple[float, float]:
 
 
 def one_sweep(rng: np.random.Generator, gain: float, speed: float, mid: float,
-              nominal: list[float]) -> dict[str, tuple[list[int], float]]:
+              nominal: list[float], seeds: int = SEEDS) -> dict[str, tuple[list[int], float]]:
     """Each rule's calls (+1 above, -1 below, 0 none) per arm and its share of steps run."""
-    base = np.array([curve(rng, A, mid) for _ in range(SEEDS)])
-    arms = [np.array([curve(rng, A + gain, mid * speed) for _ in range(SEEDS)])
+    base = np.array([curve(rng, A, mid) for _ in range(seeds)])
+    arms = [np.array([curve(rng, A + gain, mid * speed) for _ in range(seeds)])
             for _ in range(ARMS)]
     out = {}
     final = [paired_p(arm[:, -1] - base[:, -1]) for arm in arms]
@@ -181,7 +181,6 @@ def main() -> None:
                     help="what one full-length run costs (gpu_hours_saved is per sweep)")
     args = ap.parse_args()
     sweeps = 12 if args.quick else args.sweeps
-    globals()["SEEDS"] = args.seeds
     rng = np.random.default_rng(20261208)
     readable_at_looks(rng, 40 if args.quick else 400)
     nominal = [nominal_p(z) for z in efficacy_bounds(LOOKS, ALPHA)]
@@ -193,7 +192,7 @@ def main() -> None:
         truth = int(np.sign(round(true_final(gain, speed, mid), 6)))
         tally = {rule: {"any": 0, "wrong": 0, "right": 0, "share": 0.0} for rule in RULES}
         for _ in range(sweeps):
-            for rule, (calls, share) in one_sweep(rng, gain, speed, mid, nominal).items():
+            for rule, (calls, share) in one_sweep(rng, gain, speed, mid, nominal, args.seeds).items():
                 t = tally[rule]
                 t["any"] += any(calls)
                 t["wrong"] += sum(c != 0 and c != truth for c in calls) if truth else 0
@@ -208,7 +207,7 @@ def main() -> None:
             print(f"fwer[{family},{rule}]={fwer:.3f} wrong_direction[{family},{rule}]="
                   f"{wrong:.3f} power[{family},{rule}]={t['right'] / (sweeps * ARMS):.3f} "
                   f"steps_saved[{family},{rule}]={saved:.3f} gpu_hours_saved[{family},{rule}]="
-                  f"{saved * (ARMS + 1) * SEEDS * args.run_gpu_hours:.2f}")
+                  f"{saved * (ARMS + 1) * args.seeds * args.run_gpu_hours:.2f}")
             if rule != "full":
                 saved_total[rule] += saved
                 full_wrong = tally["full"]["wrong"] / (sweeps * ARMS)

@@ -287,14 +287,18 @@ def write_report(paths: list[Path], settings: ReportSettings) -> Path:
     report["controls"] = arm_controls(df)
     report["duplicates"] = arm_duplicates(sorted(set(df["arm"])))
     report["additivity"] = additivity_of(df, report, settings)
-    from grpo_ablate.report.curves import curves_of, render_curves
+    from grpo_ablate.report.curves import curves_of, has_curves, render_curves
+    from grpo_ablate.results.curves import curve_table
 
-    report["curves"] = curves_of(df, report)
+    # Every run's curve read once, for the section and its figure.
+    curves = curve_table(df[df["status"] != "failed"], report["metric"]) \
+        if has_curves(df) else None
+    report["curves"] = curves_of(df, report, curves)
     figures = []
     if settings.figures:
         from grpo_ablate.report.figures import write_figures
 
-        figures = write_figures(report, df, out / "figures")
+        figures = write_figures(report, df, out / "figures", curves)
     md = render_markdown(report, figures, path=str(src))
     md = md.rstrip("\n") + "\n" + "\n".join(render_curves(report["curves"])) + "\n" \
         if report["curves"] else md

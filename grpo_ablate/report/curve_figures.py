@@ -4,6 +4,7 @@ baseline's (top), and its effect at every budget with the simultaneous band (bot
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -60,6 +61,12 @@ def write_curve_figure(curves: dict, table: pd.DataFrame, stratum: dict, baselin
             bottom.plot(steps, band["diff"], "-o", ms=2.5, color="tab:blue")
             bottom.axhline(0, color="0.3", lw=0.8)
             bottom.legend(fontsize=6)
+        else:  # an inert arm, or fewer than two seeds shared: say so, draw no empty axes
+            bottom.axis("off")
+            bottom.text(0.5, 0.5, "no band: " + ("not tested (inert)" if
+                                                   row["ceiling"]["verdict"] == "inert"
+                                                   else "fewer than 2 seeds shared"),
+                        ha="center", va="center", fontsize=7, transform=bottom.transAxes)
         bottom.set_xlabel("step", fontsize=7)
         top.set_xlabel(curves["unit"], fontsize=7)
         for ax in (top, bottom):
@@ -67,9 +74,14 @@ def write_curve_figure(curves: dict, table: pd.DataFrame, stratum: dict, baselin
     for k in range(len(arms), rows * cols):
         axes[2 * (k // PER_ROW), k % PER_ROW].axis("off")
         axes[2 * (k // PER_ROW) + 1, k % PER_ROW].axis("off")
-    fig.suptitle(f"{curves['metric']}: each arm's runs and fits (top, the baseline grey), its "
-                 "effect at every budget (bottom)", fontsize=9)
-    fig.tight_layout()
+    # Wrapped to the figure's width (one arm: 3.6 in), in a strip of its own at the top, so
+    # that it is never cut at the sides nor sits on the first row's titles.
+    title = textwrap.fill(f"{curves['metric']}: each arm's runs and fits (top, the baseline "
+                          "grey), its effect at every budget (bottom)",
+                          width=int(14 * fig.get_figwidth()))
+    height = fig.get_figheight()
+    fig.suptitle(title, fontsize=9, y=1 - 0.06 / height, va="top")
+    fig.tight_layout()  # it leaves room for the suptitle
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path.name

@@ -23,14 +23,22 @@ def metric_bounds(metric: str) -> tuple[float, float]:
     return (0.0, 1.0) if any(k in name for k in BOUNDED) else (-math.inf, math.inf)
 
 
-def curves_of(df: pd.DataFrame, report: dict) -> dict | None:
+def has_curves(df: pd.DataFrame) -> bool:
+    """Whether the runs say where their curves are (a sweep folder, a curve source)."""
+    return any(c in df and df[c].notna().any() for c in ("sweep_dir", "curve_source"))
+
+
+def curves_of(df: pd.DataFrame, report: dict, curves: pd.DataFrame | None = None
+              ) -> dict | None:
     """report.json's `curves`: the compute unit, each run's fit, and per stratum each arm's
-    ceiling and speed verdicts and its band over budgets; None where no run has a curve."""
-    if all(c not in df or df[c].isna().all() for c in ("sweep_dir", "curve_source")):
+    ceiling and speed verdicts and its band over budgets; None where no run has a curve.
+    `curves`: the runs' curve table (results/curves.py) where the caller has read it."""
+    if not has_curves(df):
         return None
     metric, baseline = report["metric"], report["baseline"]
     matched = (report.get("design") or {}).get("runs", "matched") == "matched"
-    curves = curve_table(df[df["status"] != "failed"], metric)
+    if curves is None:
+        curves = curve_table(df[df["status"] != "failed"], metric)
     if curves.empty or curves.groupby(["model", "task", "arm", "seed"]).size().max() < 3:
         return None
     fits = run_fits(curves, metric_bounds(metric))

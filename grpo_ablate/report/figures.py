@@ -48,9 +48,11 @@ def inputs_fingerprint(report: dict, df: pd.DataFrame) -> str:
     return hashlib.sha256(f"{FIGURES_VERSION}\n{blob}".encode()).hexdigest()
 
 
-def write_figures(report: dict, df: pd.DataFrame, out: Path) -> list[str]:
+def write_figures(report: dict, df: pd.DataFrame, out: Path,
+                  curves: pd.DataFrame | None = None) -> list[str]:
     """Draw the figures into `out`, or reuse the ones drawn there from the same inputs (a
-    re-run of a finished sweep does not redraw them: the training curves take seconds)."""
+    re-run of a finished sweep does not redraw them: the training curves take seconds).
+    `curves`: the runs' curve table where the caller has read it (else read here)."""
     out.mkdir(parents=True, exist_ok=True)
     stamp = out / INPUTS_NAME
     fingerprint = inputs_fingerprint(report, df)
@@ -77,7 +79,8 @@ def write_figures(report: dict, df: pd.DataFrame, out: Path) -> list[str]:
         from grpo_ablate.report.curve_figures import write_curve_figure
         from grpo_ablate.results.curves import curve_table
 
-        table = curve_table(df[df["status"] != "failed"], report["metric"])
+        table = curves if curves is not None else \
+            curve_table(df[df["status"] != "failed"], report["metric"])
         for i, st in enumerate(report["curves"]["strata"]):
             tag = "" if len(report["curves"]["strata"]) == 1 else f"_{i}"
             names.append(write_curve_figure(report["curves"], table, st, report["baseline"],
