@@ -81,8 +81,9 @@ def parse_hydra_line(args: list[str]) -> HydraLine:
     while words:
         word = words.pop(0)
         if not word.startswith("-") or word == "-":
-            # `adaptive=true` is short for adaptive.enabled=true (adaptive is a block)
-            word = re.sub(r"^adaptive=(true|false)$", r"adaptive.enabled=\1", word,
+            # `adaptive=true` is short for adaptive.enabled=true (adaptive is a block), and
+            # `early_stop=true` for early_stop.enabled=true
+            word = re.sub(r"^(adaptive|early_stop)=(true|false)$", r"\1.enabled=\2", word,
                           flags=re.IGNORECASE)
             line.overrides += lora_keys_alone([canonical_tricks(word)])
             continue

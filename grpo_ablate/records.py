@@ -220,6 +220,30 @@ def try_lock(path: Path) -> FileLock | None:
     return lock
 
 
+PAUSE_NAME = "pause.json"  # a run paused for an early-stop look: not a record
+
+
+def write_pause(run_dir: Path, record: RunRecord, history: list[dict]) -> Path:
+    """A run paused at an early-stop look (its checkpoint there stays): who it is, the step,
+    and its history so far, which the look reads. Never a record: the run is unfinished, and
+    its record is written once, when it has trained to its end."""
+    data = {"run_id": record.run_id, "arm": record.arm, "seed": record.seed,
+            "model": record.model, "task": record.task, "step": record.steps,
+            "cost": record.cost, "activity": record.activity, "config": record.config,
+            "history": history}
+    atomic_write_text(Path(run_dir) / PAUSE_NAME, json.dumps(jsonable(data), allow_nan=False))
+    return Path(run_dir) / PAUSE_NAME
+
+
+def read_pause(run_dir: Path) -> dict | None:
+    """The run's pause file, or None (none, or not readable: the run pauses again)."""
+    try:
+        data = json.loads((Path(run_dir) / PAUSE_NAME).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("step"), int) else None
+
+
 def clean_partials(run_dir: Path) -> None:
     """Remove temp files a killed writer left behind (never a finished record)."""
     for tmp in Path(run_dir).glob(".*.tmp"):

@@ -15,18 +15,20 @@ arm's curve against the baseline's (A 0.75, C_mid at 25% of the budget):
 - fast_low: a fast start to a lower ceiling (C_mid x 0.4, A - 0.04): ahead at the looks,
   behind at the end;
 - unbent: both arms far from bending (C_mid at 4x the budget), the arm's A + 0.06.
-The rules, at looks at 25% and 50% of the steps, then the full budget, with the ladder's
-O'Brien-Fleming-type spending over the three (stats/sequential.py) and Bonferroni over the
-arms still open at a look:
+The rules, at looks at 25% and 50% of the steps, then the full budget, each taken by the code
+`grpo-ablate sweep early_stop=true` runs (stats/early_stop.py: the ladder's O'Brien-Fleming-
+type spending over the three, Holm over the arms in its sequentially rejective form,
+efficacy only before the end; at the end the ladder's last look):
 - full: no early look; the paired t on the final values, Holm over the arms (today's rule);
 - extrapolated: at a look, each run's curve fitted on its evaluations so far
   (stats/curves.py, with its identifiability rule); where every seed of the arm and the
   baseline is readable, the paired t on each run's predicted final value (the extrapolation's
-  noise is in the seeds' spread of the predictions); a decided arm stops its runs;
+  noise is in the seeds' spread of the predictions); a decided arm stops its runs
+  (`early_stop.rule=extrapolated`, the default when early stopping is on);
 - extrapolated_raw: the same, from every fit, readable or not (what trusting the fitted
   curve wherever it converged would do);
 - observed: at a look, the paired t on the values observed at the look (what stopping on
-  the curve so far without extrapolating would do).
+  the curve so far without extrapolating would do; `early_stop.rule=observed`).
 The baseline's runs stop when every arm has stopped. First, on 400 baseline curves: the
 share readable at each early look (`readable[look]=`) and how far their predicted final
 values land from the runs' final values (`prediction_bias[look]=`, `prediction_sd[look]=`).
@@ -55,7 +57,9 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grpo_ablate.stats.curves import fit_raw, judge, saturating  # noqa: E402
-from grpo_ablate.stats.sequential import efficacy_bounds, nominal_p  # noqa: E402
+from grpo_ablate.stats.early_stop import StopPlan  # noqa: E402
+from grpo_ablate.stats.sequential import Ladder, take_look  # noqa: E402
+from grpo_ablate.stats.significance import paired_compare  # noqa: E402
 
 R0, A, MID, NOISE, SEED_A, SEED_MID = 0.5, 0.75, 250.0, 0.015, 0.01, 0.15
 COMPUTE = np.linspace(0, 1000, 21)  # the start and 20 evaluations
@@ -104,7 +108,7 @@ def paired_p(d: np.ndarray) -> tuple[float, float]:
 
 
 def one_sweep(rng: np.random.Generator, gain: float, speed: float, mid: float,
-              nominal: list[float], seeds: int = SEEDS) -> dict[str, tuple[list[int], float]]:
+              seeds: int = SEEDS) -> dict[str, tuple[list[int], float]]:
     """Each rule's calls (+1 above, -1 below, 0 none) per arm and its share of steps run."""
     base = np.array([curve(rng, A, mid) for _ in range(seeds)])
     arms = [np.array([curve(rng, A + gain, mid * speed) for _ in range(seeds)])
@@ -120,32 +124,40 @@ def one_sweep(rng: np.random.Generator, gain: float, speed: float, mid: float,
         for j, runs in enumerate([base, *arms]):
             preds[k, j] = np.array([predicted_finals(v, upto) for v in runs])
     for rule in RULES[1:]:
-        calls, stopped_at = [0] * ARMS, [1.0] * ARMS
-        open_arms = list(range(ARMS))
+        looks = []  # per look: (the baseline's values, each arm's), NaN where unreadable
         for k, fraction in enumerate(LOOKS):
             upto = int(round(fraction * (len(COMPUTE) - 1))) + 1
-            last = k == len(LOOKS) - 1
-            tests = {}
-            for i in open_arms:
-                if last or rule == "observed":
-                    d = arms[i][:, upto - 1] - base[:, upto - 1]
-                else:
-                    col = 0 if rule == "extrapolated" else 1
-                    d = preds[k, i + 1][:, col] - preds[k, 0][:, col]
-                tests[i] = paired_p(d)
-            level = nominal[k]
-            decided = holm_calls([tests[i][0] for i in open_arms], level) if last else \
-                [tests[i][0] < level / len(open_arms) for i in open_arms]
-            for i, yes in zip(list(open_arms), decided, strict=True):
-                if yes:
-                    calls[i] = int(np.sign(tests[i][1]))
-                    stopped_at[i] = fraction
-                    open_arms.remove(i)
-            if not open_arms:
-                break
-        run_steps = sum(stopped_at) + max(stopped_at)  # the arms', then the baseline's
-        out[rule] = (calls, run_steps / (ARMS + 1))
+            if k == len(LOOKS) - 1 or rule == "observed":
+                looks.append((base[:, upto - 1], [arm[:, upto - 1] for arm in arms]))
+            else:
+                col = 0 if rule == "extrapolated" else 1
+                looks.append((preds[k, 0][:, col], [preds[k, i + 1][:, col]
+                                                    for i in range(ARMS)]))
+        out[rule] = shipped_looks(looks, seeds)
     return out
+
+
+def shipped_looks(looks: list, seeds: int) -> tuple[list[int], float]:
+    """The looks as `grpo-ablate sweep early_stop=true` takes them (stats/early_stop.py:
+    the ladder's take_look with efficacy only before the end): each arm's call and the share
+    of the sweep's run-steps trained (a settled arm's runs stop at its look, the baseline's
+    with the last arm's)."""
+    plan = StopPlan(looks=LOOKS[:-1], seeds=seeds, alpha=ALPHA,
+                    arms=tuple(str(i) for i in range(ARMS)))
+    ladder = Ladder(plan, list(plan.arms))
+    last = len(LOOKS) - 1
+    for k, (base, arms) in enumerate(looks):
+        if ladder.finished:
+            break
+        comps = {a: paired_compare(arms[int(a)], base, plan.min_effect, robust=False)
+                 for a in ladder.open
+                 if k == last or (np.isfinite(arms[int(a)]).all() and np.isfinite(base).all())}
+        take_look(ladder, comps, "higher", stop_equivalent=k == last)
+    calls = [{"improves": 1, "harms": -1}.get(ladder.settled[a].verdict, 0)
+             if a in ladder.settled else 0 for a in plan.arms]
+    reached = [LOOKS[ladder.settled[a].look - 1] if a in ladder.settled else 1.0
+               for a in plan.arms]
+    return calls, (sum(reached) + max(reached)) / (ARMS + 1)
 
 
 def holm_calls(pvalues: list[float], alpha: float) -> list[bool]:
@@ -183,16 +195,16 @@ def main() -> None:
     sweeps = 12 if args.quick else args.sweeps
     rng = np.random.default_rng(20261208)
     readable_at_looks(rng, 40 if args.quick else 400)
-    nominal = [nominal_p(z) for z in efficacy_bounds(LOOKS, ALPHA)]
-    print("looks=" + ",".join(f"{f:g}" for f in LOOKS) + " nominal_p="
-          + ",".join(f"{p:.4f}" for p in nominal))
+    table = StopPlan(looks=LOOKS[:-1], seeds=args.seeds, alpha=ALPHA).table(ARMS)
+    print("looks=" + ",".join(f"{f:g}" for f in LOOKS) + " p_boundary_at_alpha_over_arms="
+          + ",".join(f"{r['p_boundary']:.2g}" for r in table))
     worse = {rule: False for rule in RULES[1:]}
     saved_total = {rule: 0.0 for rule in RULES[1:]}
     for family, (gain, speed, mid) in FAMILIES.items():
         truth = int(np.sign(round(true_final(gain, speed, mid), 6)))
         tally = {rule: {"any": 0, "wrong": 0, "right": 0, "share": 0.0} for rule in RULES}
         for _ in range(sweeps):
-            for rule, (calls, share) in one_sweep(rng, gain, speed, mid, nominal, args.seeds).items():
+            for rule, (calls, share) in one_sweep(rng, gain, speed, mid, args.seeds).items():
                 t = tally[rule]
                 t["any"] += any(calls)
                 t["wrong"] += sum(c != 0 and c != truth for c in calls) if truth else 0

@@ -9,7 +9,9 @@ import pytest
 from grpo_ablate import cli
 from grpo_ablate.launch.estimate import launcher_of, overhead, wall_seconds
 from grpo_ablate.launch.run_cost import RunCost
+from grpo_ablate.stats.early_stop import StopPlan
 from grpo_ablate.stats.expected import expected_ladder_runs
+from grpo_ablate.stats.expected_stops import expected_stop_share
 from grpo_ablate.stats.sequential import Design
 
 
@@ -21,6 +23,32 @@ def test_a_decisive_effect_settles_every_arm_at_the_first_look():
     assert runs == (4 + 1) * 5 and se == 0.0  # 4 arms and the baseline, 5 seeds each
     null, _ = expected_ladder_runs(design, 4, effect=0.0, seed_sd=0.03, noise_sd=0.03, sims=50)
     assert 5 * 5 < null <= 5 * 10
+
+
+def test_early_stopping_saves_steps_only_where_an_effect_shows_at_a_look():
+    # The same decisive difference from the first look on: every arm and the baseline stop
+    # at a quarter of their steps; no effect: a look stops nothing (alpha spent is tiny).
+    plan = StopPlan(looks=(0.25, 0.5), seeds=5, arms=tuple("abcd"))
+    assert expected_stop_share(plan, 4, effect=5.0, seed_sd=0.03, noise_sd=0.03,
+                               sims=20) == pytest.approx(0.25)
+    null = expected_stop_share(plan, 4, effect=0.0, seed_sd=0.03, noise_sd=0.03, sims=50)
+    assert 0.98 <= null <= 1.0
+
+
+@pytest.mark.slow
+def test_plan_prints_the_cost_with_early_stopping_beside_without(smoke_sweep, tmp_path,
+                                                                  capsys):
+    _res, out = smoke_sweep
+    assert cli.main(["plan", "sweep=smoke", f"out_root={tmp_path}", "trainer.max_steps=40",
+                     "eval.every_steps=4", "early_stop=true", "seed=0,1,2,3",
+                     "--from", str(out / "smoke")]) == 0
+    text = capsys.readouterr().out
+    runs = {line.split(":")[0].strip(): float(line.split(":")[1].split()[0])
+            for line in text.splitlines() if line.strip().startswith("runs ")}
+    assert runs["runs without early stopping"] == 12
+    assert runs["runs with early stopping, at least"] == 3  # every run stops at 0.25
+    assert 3 <= runs["runs with early stopping, every trick has the min-effect"] <= 12
+    assert "predicted wall time, with early stopping, no trick matters" in text
 
 
 def test_one_runs_cost_scales_its_steps_with_the_completion_length():

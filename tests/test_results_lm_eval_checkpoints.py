@@ -78,3 +78,46 @@ def test_a_manifest_step_that_is_not_an_integer_is_refused_in_one_line(tmp_path,
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2 and len(err) == 1 and "row 5 needs an integer step" in err[0], err
     assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("layout", [
+    # lm_eval --model_args pretrained=ckpts/<arm>-seed<s>/checkpoint-<K> --output_path evals:
+    # the harness names its folder after the model's path, each "/" written "__".
+    "ckpts__{arm}-seed{seed}__checkpoint-{step}",
+    "{arm}-seed{seed}/global_step_{step}/model",  # verl's checkpoint folders
+])
+def test_checkpoints_named_by_their_folders_give_the_manifests_report(tmp_path, capsys, layout):
+    manifest, _ = write_checkpoints(tmp_path / "by-manifest", {"baseline": 0.6, "high": 0.8})
+    manifest.to_csv(tmp_path / "by-manifest" / "runs.csv", index=False)
+    named = tmp_path / "evals"
+    for row in manifest.itertuples():
+        arm = row.arm
+        src = next((tmp_path / "by-manifest" / row.path).rglob("samples_*.jsonl"))
+        dest = named / layout.format(arm=arm, seed=row.seed, step=row.step) / src.name
+        dest.parent.mkdir(parents=True)
+        dest.write_bytes(src.read_bytes())
+    reports = {}
+    for name, args in (("manifest", [str(tmp_path / "by-manifest"), "--manifest",
+                                      str(tmp_path / "by-manifest" / "runs.csv")]),
+                       ("names", [str(named)])):
+        assert cli.main(["report", "--from", "lm-eval", *args, "--metric", "acc,none",
+                         "--out", str(tmp_path / name), "--no-figures"]) == 0
+        reports[name] = json.loads((tmp_path / name / "report.json").read_text())
+    capsys.readouterr()
+    (a,), (b,) = (r["strata"][0]["arms"] for r in reports.values())
+    assert (b["arm"], b["n"], b["mean"], b["diff"], b["p_value"]) == \
+        ("high", a["n"], a["mean"], a["diff"], a["p_value"])
+    curves = [r["curves"]["strata"][0]["arms"][0] for r in reports.values()]
+    assert curves[0]["band"] == curves[1]["band"] and curves[0]["words"] == curves[1]["words"]
+
+
+def test_run_folders_with_and_without_checkpoint_steps_are_refused_in_one_line(tmp_path,
+                                                                              capsys):
+    for name in ("kl_off-seed0/checkpoint-4", "kl_off-seed1"):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "samples_sums_2026-12-07T00-00-00.jsonl").write_text(json.dumps(
+            {"doc_id": 0, "filter": "none", "metrics": ["acc"], "acc": 1.0}) + "\n")
+    assert cli.main(["report", "--from", "lm-eval", str(tmp_path), "--metric", "acc,none",
+                     "--no-figures", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "names no checkpoint step, and others do" in err[0], err

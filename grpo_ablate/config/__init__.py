@@ -17,6 +17,7 @@ pairs.py     which tricks combine and which pairs are refused, derived (`tricks 
 screening.py    a screening design's factors, its points as trick files, design.json
 fractional.py   two-level designs drawn by pyDOE3: resolution and aliases measured, fold-over
 review.py    the source review's recipe as data, and where a config departs from it
+early_stop.py   where a run pauses for an early-stop look; the early-stop rules against the rest
 """
 
 from grpo_ablate.config.compose import (

@@ -41,6 +41,7 @@ from grpo_ablate.config.checks import (
     fill_lora,
     resolve_device,
 )
+from grpo_ablate.config.early_stop import check_early_stop
 from grpo_ablate.config.identity import RunSpec, run_id
 from grpo_ablate.config.layout import check_layout, match_budget
 from grpo_ablate.config.paths import CONF_DIR, SWEEPS_DIR
@@ -133,6 +134,7 @@ def check_resolved(data: dict) -> None:
     check_resumable(data)
     check_launch(data)
     check_paths(data)
+    check_early_stop(data)
 
 
 def _resolved(cfg: DictConfig, key: str):

@@ -17,10 +17,12 @@ from grpo_ablate.runtime import stable_hash
 # run computes, in both.
 #   name: which run of that computation (the arm's name, the seed): in the run id only;
 #   bookkeeping: where a run is written and watched, how a sweep schedules it (its launcher,
-#     its adaptive ladder, its checkpoints): in neither.
+#     its adaptive ladder, its checkpoints, where it pauses for an early-stop look): in
+#     neither.
 ROLES = {"trick": "name", "seed": "name",
          **dict.fromkeys(("sweep_name", "out_root", "sweep_dir", "run_cache", "logger",
-                          "adaptive", "launch", "checkpoint"), "bookkeeping")}
+                          "adaptive", "launch", "checkpoint", "early_stop"),
+                       "bookkeeping")}
 # Keys added after records existed: in the identity only when set, so older records (and
 # run-cache entries) keep their ids.
 _FAULTS_IF_SET = ("reward_raises_on_rank", "planted_rewards")

@@ -79,6 +79,19 @@ SCHEMA: dict[str, Any] = {
         "metric": ANY,
         "scope": one_of("task", "prompts"),
     },
+    "early_stop": {
+        "enabled": BOOLEAN,
+        "looks": (lambda x: isinstance(x, list) and len(x) >= 1
+                  and all(_num(v) and 0 < v < 1 for v in x) and x == sorted(set(x)),
+                  "a list of increasing fractions in (0, 1), e.g. [0.25, 0.5]"),
+        "rule": one_of("extrapolated", "observed"),
+        "alpha": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
+        "min_effect": (lambda x: _num(x) and x > 0, "a number > 0 (metric units)"),
+        "metric": ANY,
+        "extend": BOOLEAN,
+        "pause_at": (_opt(lambda x: _num(x) and 0 < x < 1),
+                     "a look's fraction in (0, 1), or null (set by the sweep)"),
+    },
     "guard": {
         "kl_abort": POSITIVE,
         "min_accuracy_gain": ANY,

@@ -8,6 +8,7 @@ sweep.py            one job: skip, lock, reuse from the run cache, or train; pla
 progress.py         a sweep's progress, read from the records on disk
 run_cache.py        finished runs shared across sweeps, keyed by run identity and machine
 adaptive.py         the adaptive seed ladder: next rung from the records, the rung loop
+early_stop.py       runs that stop early: next look from the records and pauses, the look loop
 distributed.py      one run on N processes (accelerate launch); GPUs reserved per run
 slurm.py            Slurm jobs that end without a record are recorded failed
 hydra_callbacks.py  the statistics stage when a sweeper that does not report ends a multirun

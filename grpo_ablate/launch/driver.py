@@ -61,7 +61,15 @@ def run_sweep(specs: list[RunSpec], launch: LaunchSettings,
     sweep_dirs = sorted({str(s.sweep_dir) for s in specs})
     t0 = time.perf_counter()
     check_task_configs([s.config["task"] for s in specs])
-    if specs[0].config["adaptive"]["enabled"]:
+    if specs[0].config["early_stop"]["enabled"]:
+        from grpo_ablate.launch.adaptive import swept_key
+        from grpo_ablate.launch.early_stop import PAUSE_KEY, run_stop_looks  # pandas, scipy
+
+        fixed = [o for o in launch.overrides
+                 if swept_key(o) not in ("trick", "seed", PAUSE_KEY)]
+        if run_stop_looks(specs, fixed, compose=launch.compose, launch=launch.launch):
+            return 1
+    elif specs[0].config["adaptive"]["enabled"]:
         from grpo_ablate.config.screening import DESIGN_FILE
         from grpo_ablate.launch.adaptive import run_ladder, swept_key  # pandas, scipy
         from grpo_ablate.launch.screening_ladder import run_screening_ladder

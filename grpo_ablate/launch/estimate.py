@@ -132,6 +132,22 @@ def adaptive_screening_runs(spec: RunSpec, design: dict, sims: int) -> dict:
             "at most": float(len(matrix) * plan.rungs[-1])}
 
 
+def early_stop_runs(spec: RunSpec, arms: int, seeds: int, todo: int, sims: int) -> dict:
+    """Full runs' worth of steps an early-stop sweep is expected to train beside the runs
+    without it: when no trick matters, when every trick has the min-effect from its first
+    look (the most stopping can save), and at least (every arm settled at the first look)."""
+    from grpo_ablate.results.early_stop import plan_of
+    from grpo_ablate.stats.expected_stops import expected_stop_share
+
+    plan = plan_of(spec.config["early_stop"], [str(i) for i in range(arms)], seeds)
+    share = {k: expected_stop_share(plan, arms, effect, SEED_SD, NOISE_SD, sims)
+             for k, effect in (("no trick matters", 0.0),
+                               ("every trick has the min-effect", plan.min_effect))}
+    return {"without early stopping": float(todo),
+            **{f"with early stopping, {k}": todo * v for k, v in share.items()},
+            "with early stopping, at least": todo * plan.looks[0]}
+
+
 def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = None,
              sims: int = 200, from_folders: list[Path] | None = None,
              pilot_here: bool = False, design: dict | None = None) -> Forecast:
@@ -167,6 +183,10 @@ def forecast(overrides: list[str], pilot_steps: int = 3, length: float | None = 
         done = recorded + cached
         runs = {k: max(0.0, v - done) for k, v in runs.items()}
         launches = len(cfg["adaptive"]["rungs"])
+    elif cfg["early_stop"]["enabled"]:
+        runs = early_stop_runs(baseline, len(arms) - 1, len({s.seed for s in specs}), todo,
+                               sims)
+        launches = len(cfg["early_stop"]["looks"]) + 1
     else:
         runs, launches = {"to train": float(todo)}, 1
     extra = overhead(cost, launches, len({s.seed for s in specs}), launch.workers)
@@ -194,7 +214,8 @@ def render(f: Forecast, length: float | None) -> str:
              + (f", {f.strata} strata" if f.strata > 1 else "") + f"); {f.recorded} recorded, "
              f"{f.cached} in the run cache, {f.jobs - f.recorded - f.cached} to train"]
     for k, n in f.runs.items():
-        lines.append(f"  runs {k}: {n:.0f}")
+        lines.append(f"  runs {k}: {n:.0f}" + (" (full runs' worth of steps)"
+                                               if k.startswith("with early") else ""))
     scale = f" at {length:.0f} tokens per completion (measured {c.mean_length:.1f})" \
         if length else f" (completions of {c.mean_length:.1f} tokens)"
     lines.append(f"  one run: {duration(f.per_run)} = {c.fixed:.1f} s fixed (load, "

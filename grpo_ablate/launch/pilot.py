@@ -24,7 +24,8 @@ from grpo_ablate.runtime import cuda_available, say
 
 # What a pilot sets itself: one run of the baseline, seed 0, its own folder, nothing cached.
 PILOT_SETS = ("trick", "seed", "sweep", "launcher", "out_root", "run_cache", "sweep_name",
-              "adaptive", "adaptive.enabled")
+              "adaptive", "adaptive.enabled", "early_stop", "early_stop.enabled",
+              "early_stop.pause_at", "early_stop.extend")
 
 
 def per_step(a: float, b: float, steps: int) -> float:

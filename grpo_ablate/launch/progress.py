@@ -11,7 +11,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from grpo_ablate.config import RunSpec
-from grpo_ablate.records import RECORD_NAME, CorruptRecord, read_record, record_exists
+from grpo_ablate.config.early_stop import pause_step
+from grpo_ablate.records import (
+    RECORD_NAME,
+    CorruptRecord,
+    read_pause,
+    read_record,
+    record_exists,
+)
 from grpo_ablate.runtime import say
 
 
@@ -28,7 +35,8 @@ class Progress:
     final: bool = False  # at the end, failed runs count as done too
 
     def __post_init__(self) -> None:
-        self.seen = {s.run_id for s in self.specs if record_exists(s.run_dir)}
+        self.seen = {s.run_id for s in self.specs
+                     if record_exists(s.run_dir) or paused_at_look(s) is not None}
         self.done_before = len(self.seen)
 
     def eta(self, done: int) -> str:
@@ -44,7 +52,14 @@ class Progress:
 
     def poll(self) -> None:
         for spec in self.specs:
-            if spec.run_id in self.seen or not (spec.run_dir / RECORD_NAME).is_file():
+            if spec.run_id in self.seen:
+                continue
+            paused = paused_at_look(spec)
+            if paused is not None:  # an early-stop look's job: done when paused there
+                self.seen.add(spec.run_id)
+                self.show(spec, f"paused at step {paused}")
+                continue
+            if not (spec.run_dir / RECORD_NAME).is_file():
                 continue
             try:
                 record = read_record(spec.run_dir / RECORD_NAME)
@@ -62,6 +77,15 @@ class Progress:
         bar = "#" * filled + "-" * (width - filled)
         say(f"[{bar}] {done}/{total} runs | arm={spec.arm} seed={spec.seed} {state} | "
             f"ETA {self.eta(done)}", self.stream)
+
+
+def paused_at_look(spec: RunSpec) -> int | None:
+    """The step a job that trains to an early-stop look paused its run at, once it has."""
+    at = (spec.config.get("early_stop") or {}).get("pause_at")
+    if at is None or (spec.run_dir / RECORD_NAME).is_file():
+        return None
+    paused = read_pause(spec.run_dir)
+    return paused["step"] if paused and paused["step"] >= pause_step(spec.config, at) else None
 
 
 @contextmanager

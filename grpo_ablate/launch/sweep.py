@@ -12,16 +12,20 @@ from omegaconf import DictConfig
 
 from grpo_ablate.config import RunSpec, check_trainable, validate
 from grpo_ablate.config.compose import resolved_spec
+from grpo_ablate.config.early_stop import pause_step
 from grpo_ablate.launch import run_cache
 from grpo_ablate.launch.progress import progress_from_disk
 from grpo_ablate.launch.slurm import explain_failure
 from grpo_ablate.models import checkpoint_ready, resolve_model_path
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import (
+    PAUSE_NAME,
     clean_partials,
     drop_checkpoints,
+    read_pause,
     record_exists,
     run_lock,
+    write_pause,
     write_record,
 )
 from grpo_ablate.runtime import apply_thread_share, quiet_libraries, say
@@ -57,27 +61,48 @@ def job_spec(cfg: DictConfig) -> tuple[RunSpec, bool]:
     return spec, False
 
 
+def pause_at(spec: RunSpec) -> float | None:
+    """The early-stop look this job trains its run to (None: to its end)."""
+    return (spec.config.get("early_stop") or {}).get("pause_at")
+
+
+def reached(spec: RunSpec) -> bool:
+    """The run has trained as far as this job asks: a final record, or (a job that pauses
+    at a look) a pause at that look or a later one."""
+    if record_exists(spec.run_dir):
+        return True
+    at, paused = pause_at(spec), read_pause(spec.run_dir)
+    return at is not None and paused is not None and paused["step"] >= pause_step(spec.config, at)
+
+
 def execute(spec: RunSpec, checked: bool = False) -> str:
-    """Run one spec to a record. Returns what happened: trained, skipped, or busy.
-    `checked`: TRL's checks ran before launch."""
+    """Run one spec to a record (or to its early-stop look). Returns what happened: trained,
+    paused, skipped, or busy. `checked`: TRL's checks ran before launch."""
     run_dir = spec.run_dir
-    if record_exists(run_dir):  # before any model is loaded: a finished sweep re-runs in seconds
+    if reached(spec):  # before any model is loaded: a finished sweep re-runs in seconds
         drop_spent_checkpoints(spec)
-        return "skipped (record exists)"
+        return "skipped (record exists)" if record_exists(run_dir) else \
+            "skipped (paused at its look)"
     with run_lock(spec.sweep_dir, spec.run_id) as held:
         if not held:
             return "busy (another sweep is training it)"
-        if record_exists(run_dir):  # finished by another sweep while we waited
+        if reached(spec):  # finished by another sweep while we waited
             drop_spent_checkpoints(spec)
             return "skipped (record exists)"
         clean_partials(run_dir)
         if run_cache.adopt(spec):
             drop_checkpoints(run_dir)  # an interrupted attempt's: the cache had it whole
+            (run_dir / PAUSE_NAME).unlink(missing_ok=True)
             return "reused (run cache)"
-        say(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})")
+        say(f"training arm={spec.arm} seed={spec.seed} ({spec.run_id})"
+            + (f" to its look at {pause_at(spec):g} of its steps" if pause_at(spec) else ""))
         record, history = train(spec, checked)
         record.error = explain_failure(record.error)
+        if record.status == "paused":  # its checkpoint stays: the run goes on from there
+            write_pause(run_dir, record, history)
+            return "paused"
         write_record(run_dir, record, history)
+        (run_dir / PAUSE_NAME).unlink(missing_ok=True)
         pause_point("record_written")  # kill tests: the record is there, its checkpoints too
         # A failed run keeps them: its re-run resumes (the failure may be transient).
         if record.status != "failed":
@@ -88,8 +113,8 @@ def execute(spec: RunSpec, checked: bool = False) -> str:
 
 def drop_spent_checkpoints(spec: RunSpec) -> None:
     """A finished run's checkpoints, unless checkpoint.keep; also where an attempt was
-    killed between writing its record and dropping them."""
-    if not spec.config["checkpoint"]["keep"]:
+    killed between writing its record and dropping them. A paused run keeps them."""
+    if not spec.config["checkpoint"]["keep"] and record_exists(spec.run_dir):
         drop_checkpoints(spec.run_dir)
 
 
@@ -146,8 +171,8 @@ def starting_checkpoint(spec: RunSpec) -> str:
 
 
 def unfinished(specs: list[RunSpec]) -> list[RunSpec]:
-    """The runs without a final record (completed or diverged)."""
-    return [s for s in specs if not record_exists(s.run_dir)]
+    """The runs without a final record (completed or diverged), or short of their look."""
+    return [s for s in specs if not reached(s)]
 
 
 def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
@@ -155,12 +180,13 @@ def plan(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
     copying in what the run cache holds; and how many were copied."""
     todo, reused = [], 0
     for spec in specs:
-        if record_exists(spec.run_dir):
+        if reached(spec):
             drop_spent_checkpoints(spec)
             continue
         with run_lock(spec.sweep_dir, spec.run_id) as held:
             if held and not record_exists(spec.run_dir) and run_cache.adopt(spec):
                 drop_checkpoints(spec.run_dir)  # an interrupted attempt's: the cache had it whole
+                (spec.run_dir / PAUSE_NAME).unlink(missing_ok=True)
                 reused += 1
                 continue
         todo.append(spec)

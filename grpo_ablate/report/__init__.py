@@ -15,6 +15,7 @@ from grpo_ablate.report.controls import arm_controls, arm_duplicates
 from grpo_ablate.report.markdown import render_markdown
 from grpo_ablate.report.settings import ReportSettings, parse_min_effect
 from grpo_ablate.report.summary import console_summary, contradictions, terminal_lines
+from grpo_ablate.results.early_stop import read_stop_plan, with_looks
 from grpo_ablate.results.plan_file import read_plan
 from grpo_ablate.results.provenance import provenance, with_pool
 from grpo_ablate.results.table import load_results, machines_note
@@ -158,8 +159,18 @@ def build_report(paths: list, asked: ReportSettings) -> tuple[dict, list[str], o
     settings, note = with_adaptive_plan(paths, settings)
     if note:
         warnings.append(note)
+    stop_plan = read_stop_plan(paths[0]) if from_records and len(paths) == 1 else None
+    looked = df
+    if stop_plan is not None and stop_plan.metric == settings.metric:
+        # An early-stop sweep: its verdicts come from its looks, which see the runs that
+        # stopped at one (no final metrics: they are left out of the rest of the report).
+        looked = with_looks(df, stop_plan, paths)
+        settings = replace(settings, sequential=stop_plan)
+    elif stop_plan is not None:
+        warnings.append(f"the early-stop plan decides on {stop_plan.metric}: verdicts on "
+                        f"{settings.metric} are fixed-n on the runs that reached their end")
     try:
-        report = analyse(df, settings, secondary=SECONDARY, prompts=prompts)
+        report = analyse(looked, settings, secondary=SECONDARY, prompts=prompts)
         report["design"] = made.as_dict()
         warnings += [st["margin_note"] for st in report["strata"] if st.get("margin_note")][:1]
         return report, warnings, df

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from grpo_ablate.report.controls import control_lines, duplicate_lines
 from grpo_ablate.report.design_text import arms_line, margin_text, runs_line, scope_line
+from grpo_ablate.report.early_stop_text import early_stop_lines
 from grpo_ablate.report.summary import summary_lines, waiting_cell
 
 VERDICT_MARK = {"improves": "improves", "harms": "**harms**", "negligible": "negligible",
@@ -201,6 +202,8 @@ def _adaptive(st: dict) -> list[str]:
     ad = st.get("adaptive")
     if not ad:
         return []
+    if "early_stop" in ad:
+        return early_stop_lines(st)
     lines = [*section("Adaptive seed ladder"), _ladder_design(ad["design"]), "",
              "| look | seeds | alpha spent (at alpha/arms) | boundary z | boundary p |",
              "|---|---|---|---|---|"]

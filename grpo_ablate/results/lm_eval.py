@@ -10,6 +10,9 @@ and each metric's value for that document. Each becomes a row `arm, seed, task, 
 (`<metric>,<filter>`: `acc,none`, `exact_match,strict-match`). A run's arm and seed come
 from the folder it was written to, named `<arm>-seed<N>` (or `_seed<N>`, `-s<N>`), or from
 a manifest CSV (`path,arm,seed`, paths relative to the manifest) that names each run folder.
+A checkpoint's step comes from a folder within the run's named `checkpoint-<K>`,
+`global_step_<K>` or `step<K>` (each part of a harness folder named after a model path,
+`ckpts__kl_off-seed0__checkpoint-500`, counts as a folder), or from the manifest's `step`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,18 @@ import pandas as pd
 from grpo_ablate.errors import UserError
 
 RUN_NAME = re.compile(r"^(?P<arm>.+?)[-_](?:seed|s)(?P<seed>\d+)$")
-NAMING = "a run folder named <arm>-seed<N> (or <arm>_seed<N>, <arm>-s<N>), or --manifest"
+# A checkpoint's folder as trainers name them: the HF Trainer's checkpoint-<N>, verl's
+# global_step_<N>, step-<N> or step<N>.
+CHECKPOINT_NAME = re.compile(r"^(?:checkpoint|global_step|step)[-_]?(?P<step>\d+)$")
+NAMING = ("a run folder named <arm>-seed<N> (or <arm>_seed<N>, <arm>-s<N>), a checkpoint "
+          "folder within it named checkpoint-<K>, global_step_<K> or step<K>, or --manifest")
+
+
+def name_parts(name: str) -> list[str]:
+    """A folder name's parts: the harness names its output folder after the model's path,
+    each `/` written `__` (pretrained=ckpts/kl_off-seed0/checkpoint-500 ->
+    ckpts__kl_off-seed0__checkpoint-500)."""
+    return name.split("__")
 
 
 def task_of(path: Path) -> str:
@@ -71,12 +85,18 @@ def run_of(file: Path, root: Path, manifest: dict[Path, tuple[str, int, int | No
     that the manifest names, or whose name says them."""
     folder = file.parent.resolve()
     top = root.resolve()
+    step, at = None, None  # a checkpoint's step, and the folder that named it
     while True:
         if manifest is not None and folder in manifest:
             return (folder, *manifest[folder])
-        found = RUN_NAME.match(folder.name) if manifest is None else None
-        if found:
-            return folder, found.group("arm"), int(found.group("seed")), None
+        for part in reversed(name_parts(folder.name)) if manifest is None else []:
+            checkpoint = CHECKPOINT_NAME.match(part)
+            if checkpoint and step is None:
+                step, at = int(checkpoint.group("step")), folder
+                continue
+            found = RUN_NAME.match(part)
+            if found:
+                return at or folder, found.group("arm"), int(found.group("seed")), step
         if folder == top or folder.parent == folder:
             break
         folder = folder.parent
@@ -130,6 +150,10 @@ def lm_eval_rows(paths: list[Path], manifest: Path | None = None
                         "folders the harness wrote with --log_samples --output_path")
     frames = []
     steps = any(step is not None for *_, step in newest.values())
+    if steps and any(step is None for *_, step in newest.values()):
+        file = next(v[0] for v in newest.values() if v[3] is None)
+        raise UserError(f"{file}: its run folder names no checkpoint step, and others do; "
+                        f"allowed: every run's checkpoints named alike ({NAMING})")
     for (_, task), (file, arm, seed, step) in sorted(newest.items()):
         frame = sample_rows(file).assign(arm=arm, seed=seed, model="-", task=task,
                                          status="completed")

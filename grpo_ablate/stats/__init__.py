@@ -20,6 +20,8 @@ waiting.py      what an open verdict waits on, and the seeds that would settle i
 decide.py       report.json's statistics: each stratum's arms through those steps; sign flips
 sequential.py   the adaptive ladder's spending boundaries and looks
 expected.py     an adaptive ladder's expected runs, by simulation (for `plan`)
+early_stop.py   an early-stop sweep's looks (fractions of each run's steps), replayed from its runs
+expected_stops.py  an early-stop sweep's expected run-steps, by simulation (for `plan`)
 additivity.py   whether a combination's effect is the sum of its tricks' effects
 screening.py    a screening design's linear model: effects, Holm, TOST, Lenth's PSE
 screening_looks.py    an adaptive screening's looks, replayed from its runs

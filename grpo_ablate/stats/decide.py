@@ -23,6 +23,14 @@ from grpo_ablate.stats.accounting import (
 )
 from grpo_ablate.stats.arm_result import ArmResult, StratumReport
 from grpo_ablate.stats.columns import metric_columns
+from grpo_ablate.stats.early_stop import (
+    StopPlan,
+    look_words,
+    replay_stops,
+    steps_used,
+    stop_columns,
+    stopped_notes,
+)
 from grpo_ablate.stats.errors import ResultsError, SettingError
 from grpo_ablate.stats.ladder_replay import replay_ladder, with_ladder
 from grpo_ablate.stats.metric_table import analyse_metric, resolved
@@ -101,8 +109,10 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     """One (model, task) stratum: the primary metric's verdicts (an adaptive sweep's from
     its looks), the secondary and stability metrics, and what sits beside the verdicts."""
     direction = s.metric_direction
+    stops = s.sequential if isinstance(s.sequential, StopPlan) else None
     wanted = [s.metric, f"raw/{s.metric}", *secondary,
-              *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw"]
+              *(f"stability/{m}" for m in STABILITY_METRICS), "stability/checkpoint_regret_raw",
+              *(stop_columns(stops) if stops else [])]
     st = Stratum(sub, s.baseline, [m for m in dict.fromkeys(wanted) if m in numeric], s.runs)
     base_n = int((~np.isnan(st.column(s.baseline, s.metric))).sum())
     if base_n < 2:
@@ -123,9 +133,15 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
                              prompts=prompts)
     arms, adaptive = primary.arms, None
     if adaptive_plan:
-        ladder, pending = replay_ladder(st, s.sequential, direction, prompts)
+        ladder, pending = replay_stops(st, stops, direction, prompts) if stops else \
+            replay_ladder(st, s.sequential, direction, prompts)
         arms, adaptive = with_ladder(arms, ladder, pending, runs=len(sub), acts=acts,
                                      inert_below=s.inert_below)
+        if stops:  # steps, not runs, are what stopping early saves
+            adaptive = {**adaptive, "early_stop": steps_used(ladder, stops, st)}
+            arms = tuple(replace(a, decided_by={**a.decided_by, "text": look_words(
+                a.decided_by["text"], stops, (a.adaptive or {}).get("look"))},
+                notes=stopped_notes(a, stops)) if a.decided_by else a for a in arms)
     arms = with_activity(arms, acts, s.inert_below)
     arms = with_waiting(arms, s.min_effect, s.alpha, primary.k,
                         s.sequential if adaptive else None, st)
@@ -190,7 +206,8 @@ def beside_verdicts(st: Stratum, s: Settings, arms: tuple[ArmResult, ...]) -> di
         if s.runs == "matched" else None,
         "recipe": recipe(arms) if s.arms == "tricks" else None,
         "failures": [{k: clean(r.get(k)) for k in ("arm", "seed", "status", "error", "run_id")}
-                     for r in sub[sub["status"] != "completed"].to_dict("records")],
+                     for r in sub[~sub["status"].isin(["completed", "paused"])
+                                  ].to_dict("records")],
         "diagnostics": diagnostics(sub),
     }
 

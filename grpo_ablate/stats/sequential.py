@@ -180,16 +180,19 @@ def shows_no_effect(c, d: Design, arms: int) -> bool:
     return inside and not (math.isfinite(smallest) and smallest > d.min_effect)
 
 
-def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> Ladder:
+def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher",
+              stop_equivalent: bool = True) -> Ladder:
     """One look: `comparisons` maps each open arm to its Comparison on the seeds of this
-    rung (grpo_ablate.stats.significance). Settles arms in place and returns the ladder."""
+    rung (grpo_ablate.stats.significance). Settles arms in place and returns the ladder.
+    `stop_equivalent` False: only efficacy settles an arm before the last look (an early
+    look that sees part of a run's curve says nothing of "no effect" at its end)."""
     d = ladder.design
     k = ladder.looks_done
     last = k == len(d.rungs) - 1
     m = len(ladder.arms)
     n = d.rungs[k]
-    for arm in ladder.open:  # identical on every seed: the equivalence is exact
-        c = comparisons.get(arm)
+    for arm in ladder.open if stop_equivalent or last else []:  # identical on every seed:
+        c = comparisons.get(arm)                                  # the equivalence is exact
         if c is not None and c.exact and c.diff == 0.0 and c.n >= 2:
             ladder.settled[arm] = Settlement(k + 1, n, "identical", "no_effect", comparison=c)
     while ladder.open:  # Holm, sequentially rejective: each rejection frees its alpha
@@ -205,7 +208,8 @@ def take_look(ladder: Ladder, comparisons: dict, direction: str = "higher") -> L
                                              _direction_verdict(c, d.min_effect, direction),
                                              c.p_value, bound, comparison=c)
         ladder.rejected += len(hits)
-    _settle_the_rest(ladder, comparisons, k, last)
+    if stop_equivalent or last:
+        _settle_the_rest(ladder, comparisons, k, last)
     ladder.looks_done += 1
     return ladder
 

@@ -97,9 +97,12 @@ class EvalCallback(TrainerCallback):
     sees each one as it is made (W&B curves)."""
 
     def __init__(self, evaluate: Callable, state: RunState, every_steps: int,
-                 average: Callable | None, on_eval: Callable | None = None) -> None:
-        """`average(model, saved)`: the policy average to evaluate, or None."""
+                 average: Callable | None, on_eval: Callable | None = None,
+                 pause_at: int | None = None) -> None:
+        """`average(model, saved)`: the policy average to evaluate, or None. `pause_at`: the
+        step an early-stop look pauses the run at (its evaluation there is not the final)."""
         self.evaluate, self.state, self.every = evaluate, state, every_steps
+        self.pause_at = pause_at
         self.make_average, self.average, self.on_eval = average, None, on_eval
 
     def _add(self, step: int, prefix: str, metrics: dict) -> None:
@@ -138,4 +141,6 @@ class EvalCallback(TrainerCallback):
             self._run(model, state.global_step)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step == self.pause_at and not self.state.guard_reason:
+            return  # paused for a look: the final evaluation comes when the run goes on
         self._run(model, state.global_step, final=True)

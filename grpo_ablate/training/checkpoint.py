@@ -141,8 +141,10 @@ class CheckpointSchedule(TrainerCallback):
 
     `agree(flag)` makes every process take the first one's decision (times differ)."""
 
-    def __init__(self, settings: dict, trainer: dict, agree=None) -> None:
+    def __init__(self, settings: dict, trainer: dict, agree=None,
+                 pause_at: int | None = None) -> None:
         self.every_steps, self.every_minutes = settings["every_steps"], settings["every_minutes"]
+        self.pause_at = pause_at  # an early-stop look: save here, then stop (the run pauses)
         self.max_overhead = settings["max_overhead"]
         self.accumulation = trainer["gradient_accumulation_steps"]
         self.cycle = trainer["steps_per_generation"] * trainer["num_iterations"]  # micro-steps
@@ -152,7 +154,8 @@ class CheckpointSchedule(TrainerCallback):
 
     @property
     def enabled(self) -> bool:
-        return self.every_steps is not None or self.every_minutes is not None
+        return self.every_steps is not None or self.every_minutes is not None \
+            or self.pause_at is not None
 
     def at_boundary(self, step: int, logging_steps: int = 1) -> bool:
         """A generation boundary that is also a logged step: the Trainer's loss since the last
@@ -176,6 +179,9 @@ class CheckpointSchedule(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
+        if step == self.pause_at and not control.should_training_stop:
+            control.should_save = control.should_training_stop = True  # a boundary by design
+            return
         if not self.enabled or step >= state.max_steps or control.should_training_stop \
                 or not self.at_boundary(step, getattr(state, "logging_steps", 1)):
             return

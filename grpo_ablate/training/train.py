@@ -20,6 +20,7 @@ from trl import GRPOConfig
 
 from grpo_ablate import hook_tricks
 from grpo_ablate.config import RunSpec, grpo_kwargs
+from grpo_ablate.config.early_stop import pause_step
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import apply_thread_share, process_rank, say, stable_hash
@@ -126,10 +127,16 @@ def lora_config(lora: dict | None):
                       task_type="CAUSAL_LM")
 
 
+def pause_of(cfg: dict) -> int | None:
+    """The step this run pauses at for an early-stop look (None: it trains to its end)."""
+    at = (cfg.get("early_stop") or {}).get("pause_at")
+    return None if at is None else pause_step(cfg, at)
+
+
 def checkpoint_saving(cfg: dict, checkpoints):
     """(the run's checkpoints, their schedule) when it saves any, else None; what a save that
     was killed left is cleared first."""
-    schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"])
+    schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"], pause_at=pause_of(cfg))
     if process_rank() == 0:
         checkpoints.clean_incoming()
     return (checkpoints, schedule) if schedule.enabled else None
@@ -167,6 +174,8 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
         state.notes += task.notes()
         if state.guard_reason:
             status, error = "diverged", state.guard_reason
+        elif trainer.state.global_step == pause_of(cfg):
+            status = "paused"  # an early-stop look's: its checkpoint stays, a pause file
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
         if raise_errors:
             finish_run(wandb_run, {}, "failed")
@@ -200,7 +209,8 @@ def run_callbacks(cfg: dict, state: RunState, evaluate: Evaluator, wandb_run) ->
             return hook.policy_average(value, model, saved)
 
     evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"], average,
-                         on_eval=lambda *a: log_eval(wandb_run, state, *a))
+                         on_eval=lambda *a: log_eval(wandb_run, state, *a),
+                         pause_at=pause_of(cfg))
     return [HistoryCallback(state), DivergenceGuard(cfg["guard"]["kl_abort"], state), evals,
             PacingCallback(cfg["faults"]["sleep_per_step"])]
 
@@ -237,21 +247,35 @@ def finish_record(spec: RunSpec, state: RunState, trainer, status: str, error: s
                                      trainer.accelerator.num_processes))
         if torch.cuda.is_available():  # what `grpo-ablate plan` prints beside the device's
             state.cost["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    if state.resumed_from:
-        steps = ", ".join(map(str, state.resumed_from))
-        lg = cfg["logger"]
-        offline = state.wandb_run_id and lg["backend"] == "wandb" and lg["mode"] == "offline"
-        state.notes.append(
-            f"interrupted {len(state.resumed_from)} time(s); resumed from the checkpoint at "
-            f"step(s) {steps}" + (f"; W&B: each attempt is an offline-run folder of id "
-                                  f"{state.wandb_run_id}, and the newest holds the whole "
-                                  "history: upload it alone (`grpo-ablate wandb-sync "
-                                  "<sweep folder>`)" if offline else ""))
-    metrics = final_metrics(state) if state.evals and status != "failed" else {}
+    state.notes += resume_notes(cfg, state)
+    metrics = final_metrics(state) if state.evals and status not in ("failed", "paused") else {}
     return make_record(spec, status, error, wall, metrics, state,
                        steps=trainer.state.global_step if trainer is not None else 0,
                        hooks=trainer.ablation_hooks if trainer else None,
                        where=run_machine(cfg))
+
+
+def resume_notes(cfg: dict, state: RunState) -> list[str]:
+    """What the record says of the checkpoints the run went on from: early-stop looks it
+    paused at, interruptions, and where its W&B history is."""
+    es = cfg.get("early_stop") or {}
+    looks = {pause_step(cfg, f) for f in es.get("looks", [])} if es.get("enabled") else set()
+    paused = [s for s in state.resumed_from if s in looks]
+    killed = [s for s in state.resumed_from if s not in looks]
+    notes = []
+    if paused:
+        notes.append(f"paused for the early-stop look(s) at step(s) {', '.join(map(str, paused))}"
+                     " and went on from the checkpoint there (the same computation as a run "
+                     "that never paused)")
+    if killed:
+        notes.append(f"interrupted {len(killed)} time(s); resumed from the checkpoint at "
+                     f"step(s) {', '.join(map(str, killed))}")
+    lg = cfg["logger"]
+    if notes and state.wandb_run_id and lg["backend"] == "wandb" and lg["mode"] == "offline":
+        notes[-1] += (f"; W&B: each attempt is an offline-run folder of id {state.wandb_run_id}, "
+                      "and the newest holds the whole history: upload it alone (`grpo-ablate "
+                      "wandb-sync <sweep folder>`)")
+    return notes
 
 
 class Evaluator:
