@@ -5,16 +5,15 @@ and a sweep killed mid-look resumes with nothing lost."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from test_launch_adaptive import wait_for
 
 from grpo_ablate import cli, command_line
 from grpo_ablate.config import specs_for
@@ -74,6 +73,7 @@ def test_early_stop_true_is_short_for_the_enabled_key():
     (["early_stop=true", "trick=kl_off"], "which it does not run; allowed: add trick=...,baseline"),
     (["early_stop=true", "seed=1,2"], "early_stop=true: seeds [1, 2]; allowed: seeds 0..n-1"),
     (["early_stop=true", "trainer.max_steps=4"], "two looks pause at the same step ([2, 2])"),
+    (["early_stop.extend=true"], "allowed: with early_stop=true, on the sweep's own command"),
 ])
 def test_bad_early_stop_input_is_one_line_exit_2(tmp_path, capsys, args, message):
     assert cli.main(["sweep", "sweep=smoke", f"out_root={tmp_path}", "trainer.max_steps=8",
@@ -181,17 +181,6 @@ def what_each_run_computed(sweep: Path) -> dict:
     return out
 
 
-def wait_for(marker: Path, proc: subprocess.Popen) -> None:
-    deadline = time.time() + 600
-    while not marker.exists():
-        assert proc.poll() is None, proc.stderr.read()[-2000:]
-        assert time.time() < deadline
-        time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    marker.unlink()
-
-
 @pytest.mark.slow
 def test_a_killed_early_stop_sweep_resumes_to_the_runs_a_full_length_sweep_makes(
         tmp_path, tiny_policy, capfd):
@@ -214,7 +203,11 @@ def test_a_killed_early_stop_sweep_resumes_to_the_runs_a_full_length_sweep_makes
     err = capfd.readouterr().err
     assert "early-stop look 2/2: 1 open arms + baseline, to the end: 3 to train" in err
     assert not list(sweep.glob("runs/*/pause.json")) and not list(sweep.glob("runs/*/checkpoints"))
-    assert all(read_record(p).resumed_from == [4] for p in sweep.glob("runs/*/record.json"))
+    for path in sweep.glob("runs/*/record.json"):
+        record = read_record(path)
+        assert record.resumed_from == [4]
+        assert any(n.startswith("paused for the early-stop look(s) at step(s) 4")
+                   for n in record.notes) and not any("interrupted" in n for n in record.notes)
     assert cli.main(["sweep", *EARLY, f"out_root={tmp_path / 'full'}"]) == 0
     early, full = what_each_run_computed(sweep), what_each_run_computed(tmp_path / "full" / "smoke")
     assert len(early) == 4 and early == full
@@ -226,7 +219,8 @@ def test_a_killed_early_stop_sweep_resumes_to_the_runs_a_full_length_sweep_makes
         "early-stop look 2 (the end, 2 seeds, final values)")
 
 
-def plant(out: Path, arm: str, seed: int, evals: dict[int, float], paused: bool) -> None:
+def plant(out: Path, arm: str, seed: int, evals: dict[int, float], paused: bool,
+          status: str = "completed", steps: int | None = None) -> None:
     """A run of the early-stop sweep as if it had trained: a record to its end, or a pause
     at step 4, with these held-out evaluations."""
     from grpo_ablate.records import write_pause, write_record
@@ -237,8 +231,8 @@ def plant(out: Path, arm: str, seed: int, evals: dict[int, float], paused: bool)
                         + [f"trick={arm}", f"seed={seed}", f"out_root={out}"], multirun=False)
     history = [{"step": s, "eval/accuracy": v} for s, v in sorted(evals.items())]
     final = {"eval/accuracy": evals[max(evals)]}
-    record = make_record(spec, "paused" if paused else "completed", None, 0.0,
-                         metrics={} if paused else final, steps=max(evals))
+    record = make_record(spec, "paused" if paused else status, None, 0.0,
+                         metrics={} if paused else final, steps=steps or max(evals))
     (write_pause if paused else write_record)(spec.run_dir, record, history)
 
 
@@ -266,6 +260,8 @@ def test_an_arm_decided_at_a_look_stops_its_runs_and_extend_trains_them_to_their
     (row,) = st["arms"]
     assert (row["verdict"], row["adaptive"]["look"], row["n"]) == ("improves", 1, 3)
     assert row["diff"] == pytest.approx(0.3 + 1e-4, abs=1e-9)
+    (p_look,) = st["adaptive"]["early_stop"]["p_at_looks"]["kl_off"]  # settled at look 1
+    assert p_look == row["p_value"] < row["adaptive"]["p_boundary"]
     # kl_off's runs stopped at half their steps, the baseline's went on to the end (planted).
     assert st["adaptive"]["early_stop"]["steps_saved"] == pytest.approx(0.25)
     assert "Run-steps: 75% of running every run to its end" in (sweep / "report.md").read_text()
@@ -276,3 +272,20 @@ def test_an_arm_decided_at_a_look_stops_its_runs_and_extend_trains_them_to_their
     assert sorted((r.arm, r.seed, r.status, r.steps) for r in records if r.arm == "kl_off") == \
         [("kl_off", s, "completed", 8) for s in range(3)]
     assert not list(sweep.glob("runs/*/pause.json"))
+
+
+def test_a_run_that_diverged_before_a_look_counts_as_there_and_untested(tmp_path):
+    """A diverged run stopped on its own: it has reached every look (the sweep must not wait
+    for it), it has no value at a look after it stopped, so its arm is not tested there."""
+    from grpo_ablate.launch.early_stop import next_look
+
+    out = tmp_path / "planted"
+    for seed in range(3):
+        plant(out, "baseline", seed, {0: 0.5, 2: 0.52, 4: 0.55, 6: 0.56, 8: 0.57 + seed / 100},
+              False)
+        if seed < 2:
+            plant(out, "kl_off", seed, {0: 0.5, 2: 0.8, 4: 0.85 + seed / 1000}, True)
+    plant(out, "kl_off", 2, {0: 0.5, 2: 0.8}, False, status="diverged", steps=3)
+    plan = StopPlan(looks=(0.5,), seeds=3, rule="observed", arms=("kl_off",))
+    assert next_look(out / "smoke", plan, [("tiny", "arithmetic")], "higher") == \
+        (1, ["kl_off"])

@@ -33,6 +33,7 @@ QUICK = {
     "check_curves.py": ["--quick"],
     "check_duplicates.py": ["--quick"],
     "check_early_stop.py": ["--quick"],
+    "compare_sweeps.py": [SMOKE, SMOKE],
     "check_error_rule.py": ["--quick"],
     "check_published.py": ["--quick"],
     "check_independent.py": ["--quick"],

@@ -37,6 +37,9 @@ def pause_step(data: dict, fraction: float) -> int | None:
 def check_early_stop(data: dict) -> None:
     """The early-stop block against the rest of the config, one line each."""
     es = data.get("early_stop") or {}
+    if es.get("extend") and not es.get("enabled"):
+        raise UserError("early_stop.extend=true trains the runs an early-stop sweep stopped; "
+                        "allowed: with early_stop=true, on the sweep's own command")
     if not es.get("enabled") and es.get("pause_at") is None:
         return
     if (data.get("adaptive") or {}).get("enabled"):

@@ -106,27 +106,33 @@ def swept_key(override: str) -> str:
     return override.split("=")[0].lstrip("+~")
 
 
+def arms_against_the_baseline(specs: list, what: str, scheduler: str) -> list[str]:
+    """The arms (less the baseline) of a sweep whose looks `scheduler` takes: the baseline
+    and at least one trick, each compared with the baseline, in one folder (the plan's)."""
+    arms = list(dict.fromkeys(s.arm for s in specs))
+    if BASELINE not in arms or len(arms) < 2:
+        raise UserError(f"{what}: the sweep's arms are {', '.join(arms)}; allowed: the "
+                        "baseline and at least one trick")
+    against = sorted({(s.arm, s.config["trick"]["against"]) for s in specs
+                      if s.config["trick"].get("against")})
+    if against:
+        arm, other = against[0]
+        raise UserError(f"{what}: trick={arm} is compared with {other} (its trick.against), "
+                        f"which {scheduler} does not schedule; allowed: a fixed-n sweep for "
+                        "arms compared with another arm than the baseline")
+    if len({str(s.sweep_dir) for s in specs}) > 1:
+        raise UserError(f"{what}: the sweep writes to several folders; allowed: one "
+                        "sweep_dir per sweep (its plan lives there)")
+    return [a for a in arms if a != BASELINE]
+
+
 def run_ladder(specs: list, fixed: list[str], compose: Callable[[list[str]], list],
                launch: Callable[[list[list[str]]], Any]) -> int:
     """Run an adaptive sweep to its end. `specs` are every job the sweep names (their arms,
     strata and folder), `fixed` its overrides other than trick and seed; `compose` turns
     overrides into the RunSpecs they name and `launch` runs jobs on the Hydra launcher.
     Returns 0, or 1 when a rung's runs left no record (held by another sweep, or killed)."""
-    arms = list(dict.fromkeys(s.arm for s in specs))
-    if BASELINE not in arms or len(arms) < 2:
-        raise UserError(f"adaptive=true: the sweep's arms are {', '.join(arms)}; allowed: the "
-                        "baseline and at least one trick")
-    against = sorted({(s.arm, s.config["trick"]["against"]) for s in specs
-                      if s.config["trick"].get("against")})
-    if against:
-        arm, other = against[0]
-        raise UserError(f"adaptive=true: trick={arm} is compared with {other} (its trick.against), "
-                        "which the ladder does not schedule; allowed: a fixed-n sweep for "
-                        "arms compared with another arm than the baseline")
-    if len({str(s.sweep_dir) for s in specs}) > 1:
-        raise UserError("adaptive=true: the sweep writes to several folders; allowed: one "
-                        "sweep_dir per adaptive sweep (its plan lives there)")
-    arms.remove(BASELINE)
+    arms = arms_against_the_baseline(specs, "adaptive=true", "the ladder")
     design = design_from_config(specs[0].config["adaptive"], arms)
     sweep_dir = specs[0].sweep_dir
     strata = sorted({(model_label(s.config), s.config["task"]["name"]) for s in specs})

@@ -20,6 +20,7 @@ import pandas as pd
 from grpo_ablate.config import model_label
 from grpo_ablate.errors import UserError
 from grpo_ablate.launch import sweep
+from grpo_ablate.launch.adaptive import arms_against_the_baseline
 from grpo_ablate.results.early_stop import paused_runs, plan_of, with_looks, write_stop_plan
 from grpo_ablate.results.plan_file import BASELINE
 from grpo_ablate.results.table import load_results
@@ -69,24 +70,11 @@ def run_stop_looks(specs: list, fixed: list[str], compose: Callable[[list[str]],
     """Run an early-stop sweep to its end (and, with early_stop.extend, its stopped runs to
     theirs). Returns 0, or 1 when a look's runs left no record or pause (held by another
     sweep, or killed)."""
-    arms = list(dict.fromkeys(s.arm for s in specs))
-    if BASELINE not in arms or len(arms) < 2:
-        raise UserError(f"early_stop=true: the sweep's arms are {', '.join(arms)}; allowed: "
-                        "the baseline and at least one trick")
-    against = sorted({(s.arm, s.config["trick"]["against"]) for s in specs
-                      if s.config["trick"].get("against")})
-    if against:
-        raise UserError(f"early_stop=true: trick={against[0][0]} is compared with "
-                        f"{against[0][1]} (its trick.against), which the looks do not "
-                        "schedule; allowed: arms compared with the baseline")
-    if len({str(s.sweep_dir) for s in specs}) > 1:
-        raise UserError("early_stop=true: the sweep writes to several folders; allowed: one "
-                        "sweep_dir per early-stop sweep (its plan lives there)")
+    arms = arms_against_the_baseline(specs, "early_stop=true", "the looks")
     seeds = sorted({s.seed for s in specs})
     if seeds != list(range(len(seeds))) or len(seeds) < 2:
         raise UserError(f"early_stop=true: seeds {seeds}; allowed: seeds 0..n-1, n >= 2 (each "
                         "look pairs the arms on them)")
-    arms.remove(BASELINE)
     block, sweep_dir = specs[0].config["early_stop"], specs[0].sweep_dir
     plan = plan_of(block, arms, len(seeds))
     strata = sorted({(model_label(s.config), s.config["task"]["name"]) for s in specs})

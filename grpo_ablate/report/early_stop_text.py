@@ -26,8 +26,8 @@ def early_stop_lines(st: dict) -> list[str]:
              "|---|---|---|---|---|"]
     lines += [f"| {r['look']} | {r['fraction']:g} | {r['alpha_spent_this_look']:.2g} "
               f"| {r['z_boundary']:.3f} | {r['p_boundary']:.2g} |" for r in ad["plan"]]
-    lines += ["", "| arm | stopped at | why | p at that look | boundary p | verdict |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| arm | p at each look it was open at | stopped at | why | p at that look "
+              "| boundary p | verdict |", "|---|---|---|---|---|---|---|"]
     for x in sorted(st["arms"], key=lambda x: ((x.get("adaptive") or {}).get("look") or 99,
                                                 x["arm"])):
         a = x.get("adaptive")
@@ -35,8 +35,12 @@ def early_stop_lines(st: dict) -> list[str]:
             continue
         at = used["stopped_at"].get(x["arm"])
         where = "-" if a["look"] is None else "the end" if at == 1.0 else f"{at:g} of its steps"
-        lines.append(f"| {x['arm']} | {where} | {a['reason']} | {_g(a.get('p_value'))} "
+        seen = used.get("p_at_looks", {}).get(x["arm"], [])
+        lines.append(f"| {x['arm']} | {', '.join(_g(p) for p in seen) or '-'} | {where} "
+                     f"| {a['reason']} | {_g(a.get('p_value'))} "
                      f"| {_g(a.get('p_boundary'))} | {x['verdict']} |")
+    lines += ["", "(p at each look: the paired test of that look, last the end's; `-`: no "
+              "test there, a curve that could not be read yet or no spread between seeds.)"]
     pending = f"; look {ad['pending_look']} still running" if ad["pending_look"] else ""
     lines += ["", f"Run-steps: {used['run_steps_used']:.0%} of running every run to its end "
               f"({used['steps_saved']:.0%} saved; the baseline's runs went to "

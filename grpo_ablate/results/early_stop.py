@@ -84,23 +84,25 @@ def paused_runs(sweep_dir: Path) -> list[dict]:
     return out
 
 
-def _looks_of(config: dict, history: list[dict], plan: StopPlan, steps_trained: int
-              ) -> dict[str, float]:
-    """One run's look columns: whether it reached each look, its value there, and the share
-    of its steps it trained."""
+def _looks_of(config: dict, history: list[dict], plan: StopPlan, steps_trained: int,
+              finished: bool = False) -> dict[str, float]:
+    """One run's look columns: whether it reached each look (a finished run, one that
+    diverged early included, has reached them all), its value there (NaN where it was not
+    evaluated there), and the share of its steps it trained."""
     points = [(int(r["step"]), float(r[plan.metric])) for r in history
               if r.get(plan.metric) is not None]
     steps = np.array([p[0] for p in points], int)
     values = np.array([p[1] for p in points], float)
     last = config["trainer"]["max_steps"]
     reached = max(steps, default=0)
-    out = {TRAINED_COLUMN: steps_trained / last}
+    # A finished run trained as far as it ever would (a diverged one stopped on its own).
+    out = {TRAINED_COLUMN: 1.0 if finished else steps_trained / last}
     for k, fraction in enumerate(plan.looks, start=1):
         at = pause_step(config, fraction)
-        there = at is not None and reached >= at
+        there = finished or (at is not None and reached >= at)
         out[REACHED_COLUMN.format(k=k)] = 1.0 if there else 0.0
         out[LOOK_COLUMN.format(k=k)] = look_value(steps, values, at, last, plan.rule) \
-            if there else math.nan
+            if there and at is not None else math.nan
     return out
 
 
@@ -120,7 +122,7 @@ def with_looks(df: pd.DataFrame, plan: StopPlan, sweep_dirs: list[Path]) -> pd.D
         run_dir = Path(str(sweep_dir)) / "runs" / str(run_id)
         record = json.loads((run_dir / "record.json").read_text())
         looks[run_id] = _looks_of(record["config"], read_history(run_dir), plan,
-                                  record["steps"])
+                                  record["steps"], finished=record["status"] != "failed")
     if looks:
         extra = pd.DataFrame([looks[r] for r in df["run_id"]], index=df.index)
         df = pd.concat([df, extra], axis=1)

@@ -133,12 +133,16 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
                              prompts=prompts)
     arms, adaptive = primary.arms, None
     if adaptive_plan:
-        ladder, pending = replay_stops(st, stops, direction, prompts) if stops else \
+        p_at_looks: dict[str, list] = {}
+        ladder, pending = replay_stops(st, stops, direction, prompts, p_at_looks) if stops \
+            else \
             replay_ladder(st, s.sequential, direction, prompts)
         arms, adaptive = with_ladder(arms, ladder, pending, runs=len(sub), acts=acts,
                                      inert_below=s.inert_below)
         if stops:  # steps, not runs, are what stopping early saves
-            adaptive = {**adaptive, "early_stop": steps_used(ladder, stops, st)}
+            adaptive = {**adaptive, "early_stop": {
+                **steps_used(ladder, stops, st),
+                "p_at_looks": {a: [clean(p) for p in ps] for a, ps in p_at_looks.items()}}}
             arms = tuple(replace(a, decided_by={**a.decided_by, "text": look_words(
                 a.decided_by["text"], stops, (a.adaptive or {}).get("look"))},
                 notes=stopped_notes(a, stops)) if a.decided_by else a for a in arms)

@@ -24,7 +24,13 @@ import pandas as pd
 
 from grpo_ablate.stats.curves import fit_raw, judge, saturating
 from grpo_ablate.stats.metric_table import crossed_for, with_crossed
-from grpo_ablate.stats.sequential import Ladder, efficacy_bounds, nominal_p, obf_spent, take_look
+from grpo_ablate.stats.sequential import (
+    Ladder,
+    efficacy_bounds,
+    nominal_p,
+    spending_table,
+    take_look,
+)
 from grpo_ablate.stats.stratum import Stratum, compare
 
 LOOK_COLUMN = "early_stop/look{k}"        # a run's value at early look k (1-based)
@@ -66,16 +72,7 @@ class StopPlan:
 
     def table(self, arms: int) -> list[dict]:
         """Per look: its fraction of the steps and the boundary at Holm's first step."""
-        level = self.alpha / max(1, arms)
-        z = efficacy_bounds(self.fractions, round(level, 12))
-        rows, before = [], 0.0
-        for k, f in enumerate(self.fractions):
-            spent = obf_spent(f, level)
-            rows.append({"look": k + 1, "fraction": f, "seeds": self.seeds,
-                         "z_boundary": z[k], "p_boundary": nominal_p(z[k]),
-                         "alpha_spent": spent, "alpha_spent_this_look": spent - before})
-            before = spent
-        return rows
+        return spending_table(self.fractions, self.rungs, self.alpha / max(1, arms))
 
 
 def look_value(steps: np.ndarray, values: np.ndarray, at: int, last: int, rule: str) -> float:
@@ -96,13 +93,15 @@ def look_value(steps: np.ndarray, values: np.ndarray, at: int, last: int, rule: 
 
 
 def replay_stops(st: Stratum, plan: StopPlan, direction: str,
-                 prompts: pd.DataFrame | None = None) -> tuple[Ladder, int | None]:
+                 prompts: pd.DataFrame | None = None,
+                 p_values: dict[str, list] | None = None) -> tuple[Ladder, int | None]:
     """Re-take the looks from the runs (their evaluations are the only state). Returns the
     ladder and the 0-based look whose runs have not all reached it (None: finished). A look
     needs the baseline and every open arm on every seed below `plan.seeds`. An early look
     compares each run's one value (seeds alone as chance: no per-prompt outcomes exist
     before a run's end); the end, under the plan's task scope, the crossed test on seeds x
-    prompts where `prompts` has them, as a fixed-n sweep's verdict does."""
+    prompts where `prompts` has them, as a fixed-n sweep's verdict does. `p_values`, when
+    given, gets each arm's p at every look it was open at (None: not testable there)."""
     ladder = Ladder(plan, list(plan.arms or st.arms))
     rung = st.seeds < plan.seeds
     last = len(plan.fractions) - 1
@@ -134,6 +133,10 @@ def replay_stops(st: Stratum, plan: StopPlan, direction: str,
                 seen = prompts[prompts["seed"] < plan.seeds]
                 comps[arm] = with_crossed(comps[arm], crossed_for(
                     seen, arm, st.baseline, plan.metric, plan.min_effect, "task"))
+        if p_values is not None:
+            for arm in ladder.open:
+                p_values.setdefault(arm, []).append(comps[arm].p_value if arm in comps
+                                                    else None)
         take_look(ladder, comps, direction, stop_equivalent=k == last)
     return ladder, None
 

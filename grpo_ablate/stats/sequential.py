@@ -109,16 +109,21 @@ class Design:
 
     def table(self, arms: int) -> list[dict]:
         """The plan as printed: per look, the boundary at Holm's first step (alpha/arms)."""
-        level = self.alpha / max(1, arms)
-        z = efficacy_bounds(self.fractions, round(level, 12))
-        rows, before = [], 0.0
-        for k, n in enumerate(self.rungs):
-            spent = obf_spent(self.fractions[k], level)
-            rows.append({"look": k + 1, "seeds": n, "fraction": self.fractions[k],
-                         "z_boundary": z[k], "p_boundary": nominal_p(z[k]),
-                         "alpha_spent": spent, "alpha_spent_this_look": spent - before})
-            before = spent
-        return rows
+        return spending_table(self.fractions, self.rungs, self.alpha / max(1, arms))
+
+
+def spending_table(fractions: tuple[float, ...], seeds: tuple[int, ...], level: float
+                   ) -> list[dict]:
+    """Per look: its seeds and fraction, its boundary and the alpha it spends at `level`."""
+    z = efficacy_bounds(fractions, round(level, 12))
+    rows, before = [], 0.0
+    for k, n in enumerate(seeds):
+        spent = obf_spent(fractions[k], level)
+        rows.append({"look": k + 1, "seeds": n, "fraction": fractions[k],
+                     "z_boundary": z[k], "p_boundary": nominal_p(z[k]),
+                     "alpha_spent": spent, "alpha_spent_this_look": spent - before})
+        before = spent
+    return rows
 
 
 @dataclass

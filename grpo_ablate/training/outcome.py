@@ -16,6 +16,7 @@ from grpo_ablate.config import (
     groups_per_step,
     model_label,
 )
+from grpo_ablate.config.early_stop import pause_step
 from grpo_ablate.hook_tricks import HOOKS, counted_details, measure_of, reward_values
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import device_label, git_sha, machine, package_version
@@ -280,3 +281,25 @@ def run_machine(config: dict) -> dict:
 
     return machine(device_label(config["trainer"]["use_cpu"]), threads=torch.get_num_threads())
 
+
+def resume_notes(cfg: dict, state: RunState) -> list[str]:
+    """What the record says of the checkpoints the run went on from: early-stop looks it
+    paused at, interruptions, and where its W&B history is."""
+    es = cfg.get("early_stop") or {}
+    looks = {pause_step(cfg, f) for f in es.get("looks", [])} if es.get("enabled") else set()
+    paused = [s for s in state.resumed_from if s in looks]
+    killed = [s for s in state.resumed_from if s not in looks]
+    notes = []
+    if paused:
+        notes.append(f"paused for the early-stop look(s) at step(s) {', '.join(map(str, paused))}"
+                     " and went on from the checkpoint there (the same computation as a run "
+                     "that never paused)")
+    if killed:
+        notes.append(f"interrupted {len(killed)} time(s); resumed from the checkpoint at "
+                     f"step(s) {', '.join(map(str, killed))}")
+    lg = cfg["logger"]
+    if notes and state.wandb_run_id and lg["backend"] == "wandb" and lg["mode"] == "offline":
+        notes[-1] += (f"; W&B: each attempt is an offline-run folder of id {state.wandb_run_id}, "
+                      "and the newest holds the whole history: upload it alone (`grpo-ablate "
+                      "wandb-sync <sweep folder>`)")
+    return notes

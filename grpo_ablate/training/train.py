@@ -45,6 +45,7 @@ from grpo_ablate.training.faults import FaultInjection, PacingCallback
 from grpo_ablate.training.outcome import (
     final_metrics,
     make_record,
+    resume_notes,
     run_machine,
     throughput,
 )
@@ -253,29 +254,6 @@ def finish_record(spec: RunSpec, state: RunState, trainer, status: str, error: s
                        steps=trainer.state.global_step if trainer is not None else 0,
                        hooks=trainer.ablation_hooks if trainer else None,
                        where=run_machine(cfg))
-
-
-def resume_notes(cfg: dict, state: RunState) -> list[str]:
-    """What the record says of the checkpoints the run went on from: early-stop looks it
-    paused at, interruptions, and where its W&B history is."""
-    es = cfg.get("early_stop") or {}
-    looks = {pause_step(cfg, f) for f in es.get("looks", [])} if es.get("enabled") else set()
-    paused = [s for s in state.resumed_from if s in looks]
-    killed = [s for s in state.resumed_from if s not in looks]
-    notes = []
-    if paused:
-        notes.append(f"paused for the early-stop look(s) at step(s) {', '.join(map(str, paused))}"
-                     " and went on from the checkpoint there (the same computation as a run "
-                     "that never paused)")
-    if killed:
-        notes.append(f"interrupted {len(killed)} time(s); resumed from the checkpoint at "
-                     f"step(s) {', '.join(map(str, killed))}")
-    lg = cfg["logger"]
-    if notes and state.wandb_run_id and lg["backend"] == "wandb" and lg["mode"] == "offline":
-        notes[-1] += (f"; W&B: each attempt is an offline-run folder of id {state.wandb_run_id}, "
-                      "and the newest holds the whole history: upload it alone (`grpo-ablate "
-                      "wandb-sync <sweep folder>`)")
-    return notes
 
 
 class Evaluator:
