@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,8 @@ import pandas as pd
 
 from grpo_ablate.config.early_stop import pause_step
 from grpo_ablate.errors import UserError
-from grpo_ablate.records import PAUSE_NAME, atomic_write_text, read_history, read_pause
+from grpo_ablate.records import PAUSE_NAME, read_history, read_pause
+from grpo_ablate.results.plan_file import declare_once
 from grpo_ablate.stats.early_stop import (
     LOOK_COLUMN,
     REACHED_COLUMN,
@@ -42,20 +43,13 @@ def write_stop_plan(sweep_dir: Path, plan: StopPlan) -> dict:
                      "(extrapolated) or observed (observed) value p < the look's boundary "
                      "(O'Brien-Fleming-type spending over the looks and the end, Holm across "
                      "arms, sequentially rejective); at the end the adaptive ladder's last look"}
-    if path.is_file():
-        have = read_stop_plan(sweep_dir)
-        if replace(have, arms=tuple(sorted(have.arms))) != \
-                replace(plan, arms=tuple(sorted(plan.arms))):
-            raise UserError(
-                f"early_stop: {path} declares looks {list(have.looks)}, rule {have.rule}, "
-                f"alpha {have.alpha}, {have.seeds} seeds, {len(have.arms)} arms on "
-                f"{have.metric}; this command asks for looks {list(plan.looks)}, rule "
-                f"{plan.rule}, alpha {plan.alpha}, {plan.seeds} seeds, {len(plan.arms)} arms "
-                f"on {plan.metric}; allowed: the declared plan (looks are fixed before the "
-                "first run), or a new sweep_name")
-        return body
-    atomic_write_text(path, json.dumps(body, indent=1) + "\n")
-    return body
+    return declare_once(path, body, lambda: read_stop_plan(sweep_dir), plan, lambda have: (
+        f"early_stop: {path} declares looks {list(have.looks)}, rule {have.rule}, "
+        f"alpha {have.alpha}, {have.seeds} seeds, {len(have.arms)} arms on "
+        f"{have.metric}; this command asks for looks {list(plan.looks)}, rule "
+        f"{plan.rule}, alpha {plan.alpha}, {plan.seeds} seeds, {len(plan.arms)} arms "
+        f"on {plan.metric}; allowed: the declared plan (looks are fixed before the "
+        "first run), or a new sweep_name"))
 
 
 def read_stop_plan(sweep_dir: Path) -> StopPlan | None:

@@ -5,8 +5,10 @@ rates). The sweep writes it; the report reads it to take the verdicts from the l
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from grpo_ablate.config.catalog import former_names
 from grpo_ablate.errors import UserError
@@ -30,21 +32,28 @@ def plan_json(design: Design) -> dict:
 def write_plan(sweep_dir: Path, design: Design) -> dict:
     """Declare the plan, or check that this command asks for the one already declared."""
     path = Path(sweep_dir) / PLAN_NAME
-    wanted = plan_json(design)
+    return declare_once(path, plan_json(design), lambda: read_plan(sweep_dir), design,
+                        lambda have: (
+        f"adaptive: {path} declares rungs {list(have.rungs)}, alpha {have.alpha}, "
+        f"futility {have.futility}, {len(have.arms)} arms on {have.metric}, scope "
+        f"{have.scope}; this command asks for rungs {list(design.rungs)}, alpha "
+        f"{design.alpha}, futility {design.futility}, {len(design.arms)} arms on "
+        f"{design.metric}, scope {design.scope}; allowed: the "
+        "declared plan (a ladder is fixed before its first run), or a new sweep_name"))
+
+
+def declare_once(path: Path, body: dict, read: Callable[[], Any], asked: Any,
+                 refusal: Callable[[Any], str]) -> dict:
+    """A sweep's plan written before its first run; once written, a command must ask for the
+    same plan (its arms in any order), else `refusal(declared)` is the one-line error."""
     if path.is_file():
-        have = read_plan(sweep_dir)
+        have = read()
         if replace(have, arms=tuple(sorted(have.arms))) != \
-                replace(design, arms=tuple(sorted(design.arms))):  # the arms in any order
-            raise UserError(
-                f"adaptive: {path} declares rungs {list(have.rungs)}, alpha {have.alpha}, "
-                f"futility {have.futility}, {len(have.arms)} arms on {have.metric}, scope "
-                f"{have.scope}; this command asks for rungs {list(design.rungs)}, alpha "
-                f"{design.alpha}, futility {design.futility}, {len(design.arms)} arms on "
-                f"{design.metric}, scope {design.scope}; allowed: the "
-                "declared plan (a ladder is fixed before its first run), or a new sweep_name")
-        return wanted
-    atomic_write_text(path, json.dumps(wanted, indent=1) + "\n")
-    return wanted
+                replace(asked, arms=tuple(sorted(asked.arms))):
+            raise UserError(refusal(have))
+        return body
+    atomic_write_text(path, json.dumps(body, indent=1) + "\n")
+    return body
 
 
 def read_plan(sweep_dir: Path) -> Design | None:
