@@ -10,8 +10,10 @@ completions are used up (a generation boundary), so its checkpoint there resumes
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from grpo_ablate.errors import UserError
+from grpo_ablate.records import read_pause
 
 RULES = ("extrapolated", "observed")
 
@@ -34,6 +36,19 @@ def pause_step(data: dict, fraction: float) -> int | None:
     return step if 0 < step < last else None
 
 
+def job_pause_step(data: dict) -> int | None:
+    """The step this job trains its run to, an early-stop look's (None: to its end)."""
+    at = (data.get("early_stop") or {}).get("pause_at")
+    return None if at is None else pause_step(data, at)
+
+
+def paused_there(run_dir: Path, data: dict) -> int | None:
+    """The step the run's pause file says it paused at, where that is this job's look or a
+    later one (None: the job still has steps to train, or trains to the end)."""
+    at, paused = job_pause_step(data), read_pause(run_dir)
+    return paused["step"] if at is not None and paused and paused["step"] >= at else None
+
+
 def check_early_stop(data: dict) -> None:
     """The early-stop block against the rest of the config, one line each."""
     es = data.get("early_stop") or {}
@@ -49,14 +64,14 @@ def check_early_stop(data: dict) -> None:
         raise UserError("early_stop=true needs held-out evaluations during training; allowed: "
                         "eval.every_steps > 0 (e.g. a tenth of trainer.max_steps)")
     looks = list(es["looks"])
-    for fraction in looks:
-        if pause_step(data, fraction) is None:
+    steps = [pause_step(data, f) for f in looks]
+    for fraction, step in zip(looks, steps, strict=True):
+        if step is None:
             raise UserError(
                 f"early_stop.looks={looks}: the look at {fraction:g} of trainer.max_steps="
                 f"{data['trainer']['max_steps']} has no step before the last where the run is "
                 f"evaluated, logged and at a generation boundary (every {step_unit(data)} "
                 "steps); allowed: earlier looks, more steps, or a smaller eval.every_steps")
-    steps = [pause_step(data, f) for f in looks]
     if len(set(steps)) < len(steps):
         raise UserError(f"early_stop.looks={looks}: two looks pause at the same step "
                         f"({steps}); allowed: looks at least {step_unit(data)} steps apart")

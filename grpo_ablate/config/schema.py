@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from grpo_ablate import hook_tricks
+from grpo_ablate.config.early_stop import RULES as EARLY_STOP_RULES
 from grpo_ablate.config.trainer import grpo_config_fields
 from grpo_ablate.errors import UserError
 from grpo_ablate.hook_tricks import Rule
@@ -84,7 +85,7 @@ SCHEMA: dict[str, Any] = {
         "looks": (lambda x: isinstance(x, list) and len(x) >= 1
                   and all(_num(v) and 0 < v < 1 for v in x) and x == sorted(set(x)),
                   "a list of increasing fractions in (0, 1), e.g. [0.25, 0.5]"),
-        "rule": one_of("extrapolated", "observed"),
+        "rule": one_of(*EARLY_STOP_RULES),
         "alpha": (lambda x: _num(x) and 0 < x < 1, "a number in (0, 1)"),
         "min_effect": (lambda x: _num(x) and x > 0, "a number > 0 (metric units)"),
         "metric": ANY,

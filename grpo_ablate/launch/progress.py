@@ -11,11 +11,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from grpo_ablate.config import RunSpec
-from grpo_ablate.config.early_stop import pause_step
+from grpo_ablate.config.early_stop import paused_there
 from grpo_ablate.records import (
     RECORD_NAME,
     CorruptRecord,
-    read_pause,
     read_record,
     record_exists,
 )
@@ -81,11 +80,9 @@ class Progress:
 
 def paused_at_look(spec: RunSpec) -> int | None:
     """The step a job that trains to an early-stop look paused its run at, once it has."""
-    at = (spec.config.get("early_stop") or {}).get("pause_at")
-    if at is None or (spec.run_dir / RECORD_NAME).is_file():
+    if (spec.run_dir / RECORD_NAME).is_file():
         return None
-    paused = read_pause(spec.run_dir)
-    return paused["step"] if paused and paused["step"] >= pause_step(spec.config, at) else None
+    return paused_there(spec.run_dir, spec.config)
 
 
 @contextmanager

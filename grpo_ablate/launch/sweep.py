@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from grpo_ablate.config import RunSpec, check_trainable, validate
 from grpo_ablate.config.compose import resolved_spec
-from grpo_ablate.config.early_stop import pause_step
+from grpo_ablate.config.early_stop import paused_there
 from grpo_ablate.launch import run_cache
 from grpo_ablate.launch.progress import progress_from_disk
 from grpo_ablate.launch.slurm import explain_failure
@@ -22,7 +22,6 @@ from grpo_ablate.records import (
     PAUSE_NAME,
     clean_partials,
     drop_checkpoints,
-    read_pause,
     record_exists,
     run_lock,
     write_pause,
@@ -69,10 +68,7 @@ def pause_at(spec: RunSpec) -> float | None:
 def reached(spec: RunSpec) -> bool:
     """The run has trained as far as this job asks: a final record, or (a job that pauses
     at a look) a pause at that look or a later one."""
-    if record_exists(spec.run_dir):
-        return True
-    at, paused = pause_at(spec), read_pause(spec.run_dir)
-    return at is not None and paused is not None and paused["step"] >= pause_step(spec.config, at)
+    return record_exists(spec.run_dir) or paused_there(spec.run_dir, spec.config) is not None
 
 
 def execute(spec: RunSpec, checked: bool = False) -> str:

@@ -25,7 +25,6 @@ from grpo_ablate.stats.arm_result import ArmResult, StratumReport
 from grpo_ablate.stats.columns import metric_columns
 from grpo_ablate.stats.early_stop import (
     StopPlan,
-    look_words,
     replay_stops,
     steps_used,
     stop_columns,
@@ -134,18 +133,17 @@ def analyse_stratum(sub: pd.DataFrame, s: Settings, model: str, task: str, numer
     arms, adaptive = primary.arms, None
     if adaptive_plan:
         p_at_looks: dict[str, list] = {}
-        ladder, pending = replay_stops(st, stops, direction, prompts, p_at_looks) if stops \
-            else \
-            replay_ladder(st, s.sequential, direction, prompts)
+        if stops:
+            ladder, pending = replay_stops(st, stops, direction, prompts, p_at_looks)
+        else:
+            ladder, pending = replay_ladder(st, s.sequential, direction, prompts)
         arms, adaptive = with_ladder(arms, ladder, pending, runs=len(sub), acts=acts,
                                      inert_below=s.inert_below)
         if stops:  # steps, not runs, are what stopping early saves
             adaptive = {**adaptive, "early_stop": {
                 **steps_used(ladder, stops, st),
                 "p_at_looks": {a: [clean(p) for p in ps] for a, ps in p_at_looks.items()}}}
-            arms = tuple(replace(a, decided_by={**a.decided_by, "text": look_words(
-                a.decided_by["text"], stops, (a.adaptive or {}).get("look"))},
-                notes=stopped_notes(a, stops)) if a.decided_by else a for a in arms)
+            arms = tuple(replace(a, notes=stopped_notes(a, stops)) for a in arms)
     arms = with_activity(arms, acts, s.inert_below)
     arms = with_waiting(arms, s.min_effect, s.alpha, primary.k,
                         s.sequential if adaptive else None, st)

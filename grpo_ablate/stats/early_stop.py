@@ -16,7 +16,6 @@ with the ladder's last look (efficacy, equivalence within the margin, else incon
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +72,15 @@ class StopPlan:
     def table(self, arms: int) -> list[dict]:
         """Per look: its fraction of the steps and the boundary at Holm's first step."""
         return spending_table(self.fractions, self.rungs, self.alpha / max(1, arms))
+
+    def look_label(self, look: int, seeds: int) -> str:
+        """A look's place in the run and what it compared, for a row's "decided by"."""
+        if look > len(self.looks):
+            return f"early-stop look {look} (the end, {seeds} seeds, final values)"
+        what = "final values predicted from each run's curve" if self.rule == "extrapolated" \
+            else "values at the look"
+        return (f"early-stop look {look} ({self.fractions[look - 1]:g} of the steps, {seeds} "
+                f"seeds, {what})")
 
 
 def look_value(steps: np.ndarray, values: np.ndarray, at: int, last: int, rule: str) -> float:
@@ -166,19 +174,6 @@ def steps_used(ladder: Ladder, plan: StopPlan, st: Stratum) -> dict:
                            if s.look},
             "baseline_at": float(np.nanmax(base)) if np.isfinite(base).any() else 1.0,
             "run_steps_used": used, "steps_saved": 1 - used}
-
-
-def look_words(text: str, plan: StopPlan, look: int | None) -> str:
-    """A look's "decided by" words with the look's place in the run and what it compared."""
-    if not look:
-        return text
-    at = "the end" if look > len(plan.looks) else f"{plan.fractions[look - 1]:g} of the steps"
-    what = "final values" if look > len(plan.looks) else \
-        "final values predicted from each run's curve" if plan.rule == "extrapolated" else \
-        "values at the look"
-    return re.sub(r"^look (\d+) \((\d+) seeds\)",
-                  lambda m: f"early-stop look {m.group(1)} ({at}, {m.group(2)} seeds, {what})",
-                  text)
 
 
 def stopped_notes(arm, plan: StopPlan) -> tuple[str, ...]:

@@ -55,7 +55,7 @@ def at_look(arm: ArmResult, got, d, arms: int) -> ArmResult:
     """The arm's row as the look that settled it saw it: that look's seeds, difference, CI, p
     and MDE (not every run the sweep made for the other arms), and the rule in words."""
     c = got.comparison
-    text = f"look {got.look} ({got.seeds} seeds): " + REASONS[got.reason].format(
+    text = f"{d.look_label(got.look, got.seeds)}: " + REASONS[got.reason].format(
         p=f"{got.p_value:.3g}", b=f"{got.p_boundary:.3g}", cp=f"{got.conditional_power:.2f}")
     decided = {"rule": "look", "text": text}
     if c is None:

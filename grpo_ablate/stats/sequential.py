@@ -111,6 +111,10 @@ class Design:
         """The plan as printed: per look, the boundary at Holm's first step (alpha/arms)."""
         return spending_table(self.fractions, self.rungs, self.alpha / max(1, arms))
 
+    def look_label(self, look: int, seeds: int) -> str:
+        """How a row's "decided by" names the look (1-based) that settled it."""
+        return f"look {look} ({seeds} seeds)"
+
 
 def spending_table(fractions: tuple[float, ...], seeds: tuple[int, ...], level: float
                    ) -> list[dict]:

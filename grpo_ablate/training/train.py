@@ -20,7 +20,7 @@ from trl import GRPOConfig
 
 from grpo_ablate import hook_tricks
 from grpo_ablate.config import RunSpec, grpo_kwargs
-from grpo_ablate.config.early_stop import pause_step
+from grpo_ablate.config.early_stop import job_pause_step
 from grpo_ablate.pausepoints import pause_point
 from grpo_ablate.records import RunRecord
 from grpo_ablate.runtime import apply_thread_share, process_rank, say, stable_hash
@@ -128,16 +128,10 @@ def lora_config(lora: dict | None):
                       task_type="CAUSAL_LM")
 
 
-def pause_of(cfg: dict) -> int | None:
-    """The step this run pauses at for an early-stop look (None: it trains to its end)."""
-    at = (cfg.get("early_stop") or {}).get("pause_at")
-    return None if at is None else pause_step(cfg, at)
-
-
 def checkpoint_saving(cfg: dict, checkpoints):
     """(the run's checkpoints, their schedule) when it saves any, else None; what a save that
     was killed left is cleared first."""
-    schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"], pause_at=pause_of(cfg))
+    schedule = CheckpointSchedule(cfg["checkpoint"], cfg["trainer"], pause_at=job_pause_step(cfg))
     if process_rank() == 0:
         checkpoints.clean_incoming()
     return (checkpoints, schedule) if schedule.enabled else None
@@ -175,7 +169,7 @@ def train_one(spec: RunSpec, raise_errors: bool = False) -> tuple[RunRecord, lis
         state.notes += task.notes()
         if state.guard_reason:
             status, error = "diverged", state.guard_reason
-        elif trainer.state.global_step == pause_of(cfg):
+        elif trainer.state.global_step == job_pause_step(cfg):
             status = "paused"  # an early-stop look's: its checkpoint stays, a pause file
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
         if raise_errors:
@@ -211,7 +205,7 @@ def run_callbacks(cfg: dict, state: RunState, evaluate: Evaluator, wandb_run) ->
 
     evals = EvalCallback(evaluate, state, cfg["eval"]["every_steps"], average,
                          on_eval=lambda *a: log_eval(wandb_run, state, *a),
-                         pause_at=pause_of(cfg))
+                         pause_at=job_pause_step(cfg))
     return [HistoryCallback(state), DivergenceGuard(cfg["guard"]["kl_abort"], state), evals,
             PacingCallback(cfg["faults"]["sleep_per_step"])]
 
