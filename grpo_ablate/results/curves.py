@@ -1,8 +1,9 @@
 """Each run's learning curve as rows: one per evaluation, `model, task, arm, seed, step,
 compute, value`, read from the history beside each record, from another trainer's long CSV
 (a `step` column, optionally `tokens`: one row per run and evaluation), or from
-lm-evaluation-harness sample logs of checkpoints (a manifest with a `step` column: a run's
-value at a step is its checkpoint's mean over the documents). Compute is the run's
+lm-evaluation-harness sample logs of checkpoints (named by a manifest's `step` column or by
+their folders, results/lm_eval.py: a run's value at a step is its checkpoint's mean over the
+documents). Compute is the run's
 cumulative training tokens at the evaluation where every row gives them (TRL's `num_tokens`,
 the CSV's `tokens`), else its steps: the unit is named in the table's `compute_unit`.
 
